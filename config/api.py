@@ -1,0 +1,57 @@
+"""The JSON API under /api/v1/, authenticated by team API tokens (Authorization: Bearer ...).
+
+Each app contributes a router; this module only assembles them.
+"""
+
+from django.http import HttpRequest
+from ninja import NinjaAPI, Schema
+from ninja.security import HttpBearer
+
+from dashboard.models import ApiToken
+
+
+class TeamTokenAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str):
+        api_token = ApiToken.authenticate(token)
+        if api_token is None:
+            return None
+        request.team = api_token.team
+        request.api_token = api_token
+        return api_token
+
+
+api = NinjaAPI(
+    title="MCP tool-tax API",
+    version="1",
+    description="Schema-tax history, the CI budget gate and traffic ingest. Authenticate with a team "
+    "API token: `Authorization: Bearer mcpt_...`.",
+    auth=TeamTokenAuth(),
+    urls_namespace="api",
+)
+
+
+class TeamOut(Schema):
+    name: str
+    slug: str
+    token_name: str
+
+
+@api.get("/team", response=TeamOut, summary="The team this token belongs to")
+def whoami(request: HttpRequest) -> dict:
+    return {"name": request.team.name, "slug": request.team.slug, "token_name": request.api_token.name}
+
+
+def _register_routers() -> None:
+    from importlib import import_module
+
+    for module_name in ("dashboard.api", "ingest.api"):
+        try:
+            module = import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        api.add_router("", module.router)
+
+
+_register_routers()

@@ -1,0 +1,44 @@
+"""The Celery app: three queues that scale independently, tasks acknowledged late.
+
+Tasks are written to be idempotent (claims by conditional UPDATE, dedupe keys), so acking late
+and re-delivering after a lost worker is safe.
+"""
+
+import os
+
+from celery import Celery
+from kombu import Queue
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("mcp_tax")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+
+app.conf.update(
+    task_queues=[Queue("poll"), Queue("ingest"), Queue("notify"), Queue("celery")],
+    task_default_queue="celery",
+    task_routes={
+        "dashboard.tasks.poll_server": {"queue": "poll"},
+        "dashboard.tasks.dispatch_due_polls": {"queue": "poll"},
+        "ingest.tasks.*": {"queue": "ingest"},
+        "dashboard.tasks.deliver_notification": {"queue": "notify"},
+        "dashboard.tasks.send_*": {"queue": "notify"},
+    },
+    task_acks_late=True,
+    task_reject_on_worker_lost=True,
+    worker_prefetch_multiplier=1,
+    task_time_limit=15 * 60,
+    task_soft_time_limit=14 * 60,
+    broker_connection_retry_on_startup=True,
+    timezone="UTC",
+    # Periodic work lives here, in code, so every deployment runs the same schedule.
+    beat_schedule={
+        "worker-heartbeat": {"task": "dashboard.tasks.worker_heartbeat", "schedule": 30.0},
+    },
+)
+app.autodiscover_tasks()
+
+
+@app.task(name="config.ping")
+def ping() -> str:
+    return "pong"

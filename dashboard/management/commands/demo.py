@@ -1,0 +1,38 @@
+"""Load demo data: a demo user and team (other parts of the product add their demo data here)."""
+
+import json
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from dashboard.models import Membership, Team
+
+DEMO_USERNAME = "demo"
+DEMO_PASSWORD = "demo-tax-2026"
+DEMO_TEAM = "Demo team"
+
+
+def ensure_demo_user_and_team() -> tuple[object, Team]:
+    User = get_user_model()
+    user, created = User.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@localhost"})
+    if created:
+        user.set_password(DEMO_PASSWORD)
+        user.save()
+    team, _ = Team.objects.get_or_create(slug="demo", defaults={"name": DEMO_TEAM})
+    Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.Role.OWNER})
+    return user, team
+
+
+class Command(BaseCommand):
+    help = "Create the demo user and team and load demo data. Safe to run again."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--json", action="store_true", help="Print a JSON summary.")
+
+    def handle(self, *args, **options):
+        user, team = ensure_demo_user_and_team()
+        summary = {"username": DEMO_USERNAME, "password": DEMO_PASSWORD, "team": team.slug}
+        if options["json"]:
+            self.stdout.write(json.dumps(summary))
+        else:
+            self.stdout.write(f"Demo user: {DEMO_USERNAME} / {DEMO_PASSWORD} (team {team.name!r})")

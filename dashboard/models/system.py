@@ -1,0 +1,26 @@
+"""Operational state the pages show: is a worker alive?"""
+
+from django.db import models
+from django.utils import timezone
+
+
+class WorkerHeartbeat(models.Model):
+    """Written by a periodic task; its age tells the user whether polls and ingests will run."""
+
+    hostname = models.CharField(max_length=255, unique=True)
+    last_seen = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-last_seen"]
+
+    def __str__(self) -> str:
+        return f"{self.hostname} @ {self.last_seen:%Y-%m-%d %H:%M:%S}"
+
+    @classmethod
+    def beat(cls, hostname: str) -> "WorkerHeartbeat":
+        heartbeat, _ = cls.objects.update_or_create(hostname=hostname, defaults={"last_seen": timezone.now()})
+        return heartbeat
+
+    @classmethod
+    def latest(cls) -> "WorkerHeartbeat | None":
+        return cls.objects.order_by("-last_seen").first()

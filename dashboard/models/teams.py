@@ -1,0 +1,146 @@
+"""Teams own everything: servers, captures, budgets. Users see only their teams' data."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+from django.utils.text import slugify
+
+
+class TeamQuerySet(models.QuerySet):
+    def for_user(self, user) -> TeamQuerySet:
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(memberships__user=user)
+
+
+class Team(models.Model):
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100, unique=True)
+    context_window = models.PositiveIntegerField(
+        default=200_000, help_text="Context window (tokens) the fixed tax is compared against."
+    )
+    created = models.DateTimeField(default=timezone.now)
+
+    objects = TeamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.slug:
+            self.slug = self._unique_slug()
+        super().save(*args, **kwargs)
+
+    def _unique_slug(self) -> str:
+        base = slugify(self.name)[:90] or "team"
+        slug, n = base, 2
+        while Team.objects.filter(slug=slug).exclude(pk=self.pk).exists():
+            slug, n = f"{base}-{n}", n + 1
+        return slug
+
+    def role_of(self, user) -> str | None:
+        membership = self.memberships.filter(user=user).first()
+        return membership.role if membership else None
+
+    def is_admin(self, user) -> bool:
+        return self.role_of(user) in (Membership.Role.OWNER, Membership.Role.ADMIN)
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner", "Owner"
+        ADMIN = "admin", "Admin"
+        MEMBER = "member", "Member"
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="unique_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+TOKEN_PREFIX = "mcpt"
+
+
+def _hash_secret(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def active(self) -> ApiTokenQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+
+class ApiToken(models.Model):
+    """A team credential for machine clients (CI gate, proxy push).
+
+    Only a sha256 of the secret is stored; the full token is shown once, at creation. The
+    public `key_id` part lets us find the row without comparing hashes across the table.
+    """
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    key_id = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({TOKEN_PREFIX}_{self.key_id}_…)"
+
+    @classmethod
+    def issue(cls, team: Team, name: str, created_by=None) -> tuple[ApiToken, str]:
+        """Create a token; return the row and the plaintext token (never stored)."""
+        key_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        token = cls.objects.create(
+            team=team, name=name, key_id=key_id, secret_hash=_hash_secret(secret), created_by=created_by
+        )
+        return token, f"{TOKEN_PREFIX}_{key_id}_{secret}"
+
+    @classmethod
+    def authenticate(cls, plaintext: str) -> ApiToken | None:
+        parts = plaintext.strip().split("_", 2)
+        if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
+            return None
+        _, key_id, secret = parts
+        token = cls.objects.active().select_related("team").filter(key_id=key_id).first()
+        if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(secret)):
+            return None
+        # Avoid a write on every request: a minute's precision is enough for "last used".
+        now = timezone.now()
+        if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+            cls.objects.filter(pk=token.pk).update(last_used_at=now)
+        return token
+
+    def revoke(self) -> None:
+        if self.revoked_at is None:
+            self.revoked_at = timezone.now()
+            self.save(update_fields=["revoked_at"])
+
+    @property
+    def display(self) -> str:
+        return f"{TOKEN_PREFIX}_{self.key_id}_…"
