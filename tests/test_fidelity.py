@@ -1,0 +1,596 @@
+"""Verdict engine (ingest.fidelity) and reference-document fingerprints (ingest.fingerprints)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from ingest import fidelity
+from ingest.fidelity import Verdict, canonical, diff_context, judge, verdict_counts_order
+from ingest.fingerprints import KINDS, candidate_keys, fingerprints, lookup_key, rank_candidates
+
+
+def sha(value: str | list) -> str:
+    data = value.encode("utf-8") if isinstance(value, str) else canonical(value).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def size(value: str | list) -> int:
+    return len(value.encode("utf-8") if isinstance(value, str) else canonical(value).encode("utf-8"))
+
+
+def judge_content(arrived: str | list, expected: str | list, **kwargs) -> Verdict:
+    """Both contents known, hashes computed independently of the module under test."""
+    return judge(
+        arrived,
+        arrived_sha256=sha(arrived),
+        arrived_bytes=size(arrived),
+        expected_sha256=sha(expected),
+        expected=expected,
+        **kwargs,
+    )
+
+
+def judge_expected_hash_only(arrived: str | list, expected: str | list) -> Verdict:
+    return judge(
+        arrived,
+        arrived_sha256=sha(arrived),
+        arrived_bytes=size(arrived),
+        expected_sha256=sha(expected),
+        expected=None,
+    )
+
+
+def judge_arrived_hash_only(arrived: str | list, expected: str | list) -> Verdict:
+    return judge(
+        None,
+        arrived_sha256=sha(arrived),
+        arrived_bytes=size(arrived),
+        expected_sha256=sha(expected),
+        expected=expected,
+    )
+
+
+LOREM = "The quick brown fox jumps over the lazy dog.\n" * 40  # 1,800 bytes, many lines
+
+# --- each verdict, content known ---------------------------------------------------------
+
+CONTENT_CASES = [
+    # (id, arrived, expected, verdict)
+    ("exact", LOREM, LOREM, "exact"),
+    ("newline added", LOREM + "\n", LOREM, "newline_only"),
+    ("newline dropped", LOREM[:-1], LOREM, "newline_only"),
+    ("crlf newline added", "abc\r\n", "abc", "newline_only"),
+    ("crlf newline dropped", "abc", "abc\r\n", "newline_only"),
+    ("second final newline", "abc\n\n", "abc\n", "newline_only"),
+    ("lf to crlf", LOREM.replace("\n", "\r\n"), LOREM, "line_endings"),
+    ("crlf to lf", LOREM, LOREM.replace("\n", "\r\n"), "line_endings"),
+    ("final terminator style only", "abc\n", "abc\r\n", "line_endings"),
+    ("crlf and final newline dropped", LOREM.replace("\n", "\r\n")[:-2], LOREM, "line_endings"),
+    ("mixed endings", "a\r\nb\nc\r\n", "a\nb\r\nc\n", "line_endings"),
+    (
+        "trailing spaces stripped",
+        "def f():    \n    return 1\n",
+        "def f():\n    return 1\n",
+        "whitespace_only",
+    ),
+    ("tabs to spaces", "if x:\n    y()\n", "if x:\n\ty()\n", "whitespace_only"),
+    ("leading blank lines", "\n\nbody text", "body text", "whitespace_only"),
+    ("lone cr endings", "a\rb\r", "a\nb\n", "whitespace_only"),
+    ("prefix", LOREM[:1000], LOREM, "truncated"),
+    ("prefix mid line, line closed", LOREM[:1000] + "\n", LOREM, "truncated"),
+    ("prefix mid line, crlf closed", LOREM[:1000] + "\r\n", LOREM, "truncated"),
+    ("empty copy", "", LOREM, "truncated"),
+    ("middle edited", LOREM[:900] + "cat" + LOREM[903:], LOREM, "mutated"),
+    ("suffix added", LOREM + "extra", LOREM, "mutated"),
+    ("truncated with marker", LOREM[:1000] + "...", LOREM, "mutated"),
+    ("truncated and crlf", LOREM[:1000].replace("\n", "\r\n"), LOREM, "mutated"),
+    ("space inserted in word", "a b", "ab", "mutated"),
+    ("array prefix", list(range(500)), list(range(756)), "elements_dropped"),
+    ("array subsequence", [x for x in range(756) if x % 3], list(range(756)), "elements_dropped"),
+    ("array empty", [], list(range(200)), "elements_dropped"),
+    ("array element changed", [*range(99), 1000], list(range(100)), "mutated"),
+    ("array reordered", list(range(200))[::-1], list(range(200)), "mutated"),
+    ("array longer", list(range(201)), list(range(200)), "mutated"),
+    ("array true is not 1", [True, 2], [1, 2, 3], "mutated"),
+    ("string for array", json.dumps(list(range(150))), list(range(150)), "mutated"),
+    # Same bytes, so the same sha256: the contract's exact is byte equality, whatever the type.
+    ("canonical string for array", canonical(list(range(150))), list(range(150)), "exact"),
+]
+
+
+@pytest.mark.parametrize(
+    ("arrived", "expected", "verdict"),
+    [case[1:] for case in CONTENT_CASES],
+    ids=[c[0] for c in CONTENT_CASES],
+)
+def test_content_verdicts(arrived, expected, verdict):
+    result = judge_content(arrived, expected)
+    assert result.verdict == verdict
+    assert result.hypothesis is None
+    assert result.arrived_bytes == size(arrived)
+    assert result.expected_bytes == size(expected)
+
+
+def test_truncated_records_kept_and_expected_bytes():
+    result = judge_content("héllo wö", "héllo wörld and more")
+    assert (result.verdict, result.kept_bytes, result.expected_bytes) == ("truncated", 10, 22)
+    closed = judge_content("héllo wö\n", "héllo wörld and more")
+    assert (closed.verdict, closed.kept_bytes, closed.arrived_bytes) == ("truncated", 10, 11)
+
+
+def test_elements_dropped_records_counts():
+    result = judge_content(list(range(500)), list(range(756)))
+    assert (result.expected_elements, result.arrived_elements, result.first_diff_element) == (756, 500, 500)
+    subsequence = judge_content([0, 2, 3], [0, 1, 2, 3])
+    assert (subsequence.first_diff_element, subsequence.first_diff_offset) == (1, len("[0,"))
+
+
+def test_mutated_records_offset_and_similarity():
+    edited = LOREM[:900] + "cat" + LOREM[903:]
+    result = judge_content(edited, LOREM)
+    assert result.first_diff_offset == 900
+    assert 0.99 < result.similarity < 1.0
+    unrelated = judge_content("z" * 500, "q" * 500)
+    assert unrelated.similarity == 0.0
+    assert unrelated.first_diff_offset == 0
+
+
+# --- precedence --------------------------------------------------------------------------
+
+
+def relations_that_hold(a: str, e: str) -> set[str]:
+    """Test oracle: every string relation of DESIGN.md §2 that holds, ignoring precedence."""
+    held = {"mutated"}
+    if a == e:
+        held.add("exact")
+    if any(a == e + t or e == a + t for t in ("\n", "\r\n")):
+        held.add("newline_only")
+    la, le = a.replace("\r\n", "\n"), e.replace("\r\n", "\n")
+    if la == le or any(la == le + t or le == la + t for t in ("\n", "\r\n")):
+        held.add("line_endings")
+    if " ".join(a.split()) == " ".join(e.split()):
+        held.add("whitespace_only")
+    if any(len(p) < len(e) and e.startswith(p) for p in (a, a.removesuffix("\n"), a.removesuffix("\r\n"))):
+        held.add("truncated")
+    return held
+
+
+PRECEDENCE_CASES = [
+    # (arrived, expected, verdict, every relation that holds)
+    ("abc\n", "abc", "newline_only", {"newline_only", "line_endings", "whitespace_only", "mutated"}),
+    (
+        "abc",
+        "abc\n",
+        "newline_only",
+        {"newline_only", "line_endings", "whitespace_only", "truncated", "mutated"},
+    ),
+    (
+        "abc",
+        "abc\r\n",
+        "newline_only",
+        {"newline_only", "line_endings", "whitespace_only", "truncated", "mutated"},
+    ),
+    ("abc\n", "abc\r\n", "line_endings", {"line_endings", "whitespace_only", "truncated", "mutated"}),
+    ("a\r\nb", "a\nb\n", "line_endings", {"line_endings", "whitespace_only", "mutated"}),
+    ("abc", "abc  \n", "whitespace_only", {"whitespace_only", "truncated", "mutated"}),
+    ("abc ", "abc  x", "truncated", {"truncated", "mutated"}),
+]
+
+
+@pytest.mark.parametrize(("arrived", "expected", "verdict", "held"), PRECEDENCE_CASES)
+def test_precedence(arrived, expected, verdict, held):
+    # Each case is only meaningful if later relations really hold too.
+    assert relations_that_hold(arrived, expected) == held
+    assert judge_content(arrived, expected).verdict == verdict
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(["a", "b", " ", "\n", "\r\n", "\r"]), max_size=8).map("".join),
+       st.lists(st.sampled_from(["a", "b", " ", "\n", "\r\n", "\r"]), max_size=8).map("".join))  # fmt: skip
+def test_property_first_relation_in_precedence_wins(a, e):
+    held = relations_that_hold(a, e)
+    expected_verdict = next(v for v in fidelity.PRECEDENCE if v in held)
+    assert judge_content(a, e).verdict == expected_verdict
+
+
+def test_precedence_order_and_counts_order():
+    assert fidelity.PRECEDENCE == (
+        "exact",
+        "newline_only",
+        "line_endings",
+        "whitespace_only",
+        "truncated",
+        "elements_dropped",
+        "mutated",
+        "mismatch",
+    )
+    order = verdict_counts_order()
+    assert order[: len(fidelity.PRECEDENCE)] == fidelity.PRECEDENCE
+    assert set(order) == {*fidelity.PRECEDENCE, "unverifiable", "capture_truncated", "by_reference"}
+    assert len(order) == len(set(order))
+    assert {fidelity.severity(v) for v in order} == {"ok", "cosmetic", "damaged", "unknown"}
+
+
+def test_capture_truncated_wins_over_everything():
+    for arrived, expected in [(LOREM, LOREM), ("abc", "xyz"), (list(range(5)), list(range(9)))]:
+        assert judge_content(arrived, expected, capture_truncated=True).verdict == "capture_truncated"
+    hash_only = judge(None, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None,
+                      capture_truncated=True)  # fmt: skip
+    assert hash_only.verdict == "capture_truncated"
+
+
+def test_unverifiable_without_expected_hash():
+    result = judge(
+        LOREM, arrived_sha256=sha(LOREM), arrived_bytes=size(LOREM), expected_sha256=None, expected=None
+    )
+    assert result.verdict == "unverifiable"
+
+
+def test_expected_content_without_hash_is_hashed():
+    result = judge(
+        "abc\n", arrived_sha256=sha("abc\n"), arrived_bytes=4, expected_sha256=None, expected="abc"
+    )
+    assert result.verdict == "newline_only"
+
+
+def test_inconsistent_inputs_raise():
+    with pytest.raises(ValueError):
+        judge("abc", arrived_sha256=sha("abd"), arrived_bytes=3, expected_sha256=None, expected=None)
+    with pytest.raises(ValueError):
+        judge("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
+    with pytest.raises(ValueError):
+        judge("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("x"), expected="y")
+    with pytest.raises(TypeError):
+        judge({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
+
+
+def test_to_dict_round_trips_through_json():
+    result = judge_content(LOREM[:900] + "cat" + LOREM[903:], LOREM)
+    result.expected_source = "reference_doc"
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["verdict"] == "mutated"
+    assert data["expected_source"] == "reference_doc"
+    assert data["first_diff_offset"] == 900
+    assert set(data) >= {
+        "kept_bytes",
+        "expected_bytes",
+        "expected_elements",
+        "arrived_elements",
+        "hypothesis",
+    }
+
+
+# --- hash-only hypotheses ----------------------------------------------------------------
+
+DOC_LF = "line one\nline two\nline three\n"
+DOC_CRLF = DOC_LF.replace("\n", "\r\n")
+
+HYPOTHESIS_CASES = [
+    # (arrived, expected, verdict, hypothesis named for what the copy did)
+    (DOC_LF + "\n", DOC_LF, "newline_only", "final_newline_added"),
+    (DOC_CRLF + "\r\n", DOC_CRLF, "newline_only", "final_newline_added"),
+    (DOC_LF[:-1], DOC_LF, "newline_only", "final_newline_removed"),
+    (DOC_CRLF[:-2], DOC_CRLF, "newline_only", "final_newline_removed"),
+    (DOC_LF, DOC_CRLF, "line_endings", "crlf_to_lf"),
+    (DOC_CRLF, DOC_LF, "line_endings", "lf_to_crlf"),
+    (DOC_LF[:-1], DOC_CRLF, "line_endings", "crlf_to_lf+final_newline_removed"),
+    (DOC_CRLF[:-2], DOC_LF, "line_endings", "lf_to_crlf+final_newline_removed"),
+    (DOC_LF.rstrip("\n") + "\r\n", DOC_CRLF.rstrip("\r\n"), "line_endings", "crlf_to_lf+final_newline_added"),
+    (DOC_CRLF + "\r\n", DOC_LF, "line_endings", "lf_to_crlf+final_newline_added"),
+]
+
+
+@pytest.mark.parametrize(("arrived", "expected", "verdict", "hypothesis"), HYPOTHESIS_CASES)
+def test_hash_only_expected_hypotheses(arrived, expected, verdict, hypothesis):
+    result = judge_expected_hash_only(arrived, expected)
+    assert (result.verdict, result.hypothesis) == (verdict, hypothesis)
+    # Same verdict as when the expected content is known.
+    assert judge_content(arrived, expected).verdict == verdict
+
+
+@pytest.mark.parametrize(("arrived", "expected", "verdict", "hypothesis"), HYPOTHESIS_CASES)
+def test_hash_only_arrived_hypotheses(arrived, expected, verdict, hypothesis):
+    # A redacted log kept only the arrived digest; the expected content is known.
+    result = judge_arrived_hash_only(arrived, expected)
+    assert (result.verdict, result.hypothesis) == (verdict, hypothesis)
+
+
+def test_hash_only_without_a_hit_is_mismatch():
+    assert judge_expected_hash_only(DOC_LF.replace("two", "2"), DOC_LF).verdict == "mismatch"
+    assert judge_expected_hash_only(DOC_LF[:10], DOC_LF).verdict == "mismatch"  # prefix needs content
+    assert judge_expected_hash_only(list(range(5)), list(range(9))).verdict == "mismatch"
+    assert judge_arrived_hash_only(DOC_LF.replace("two", "2"), DOC_LF).verdict == "mismatch"
+    neither = judge(None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("b"), expected=None)
+    assert neither.verdict == "mismatch"
+    both_hashes_equal = judge(
+        None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("a"), expected=None
+    )
+    assert both_hashes_equal.verdict == "exact"
+
+
+def test_hash_only_arrived_prefix_and_elements():
+    text = "naïve café " * 200
+    truncated = judge_arrived_hash_only(text[:777], text)
+    assert (truncated.verdict, truncated.hypothesis, truncated.kept_bytes) == (
+        "truncated",
+        "prefix",
+        size(text[:777]),
+    )
+    closed = judge_arrived_hash_only(text[:777] + "\n", text)
+    assert (closed.verdict, closed.hypothesis) == ("truncated", "prefix+final_newline_added")
+    numbers = [{"n": i, "label": f"é{i}"} for i in range(756)]
+    dropped = judge_arrived_hash_only(numbers[:500], numbers)
+    assert (dropped.verdict, dropped.hypothesis) == ("elements_dropped", "element_prefix")
+    assert (dropped.expected_elements, dropped.arrived_elements) == (756, 500)
+    none_kept = judge_arrived_hash_only([], numbers)
+    assert (none_kept.verdict, none_kept.arrived_elements) == ("elements_dropped", 0)
+    reordered = judge_arrived_hash_only(numbers[1:501], numbers)
+    assert reordered.verdict == "mismatch"
+
+
+# --- unicode -----------------------------------------------------------------------------
+
+
+def test_multibyte_first_diff_offset_is_utf8_bytes():
+    expected = "héllo 😀 wörld, 日本語のテキスト"
+    arrived = expected.replace("日本語", "日本読")
+    result = judge_content(arrived, expected)
+    assert result.verdict == "mutated"
+    offset = result.first_diff_offset
+    assert offset == len("héllo 😀 wörld, 日本".encode())
+    assert arrived.encode()[:offset] == expected.encode()[:offset]
+    # The differing characters share two leading bytes; the offset still points at the char start.
+    assert "語".encode()[:2] == "読".encode()[:2]
+
+
+def test_diff_context_marks_invisible_characters_and_snaps_to_char():
+    expected = "alpha\tbeta 😀 gamma\r\ndelta\n"
+    arrived = "alpha\tbeta 😀 gamma\ndelta"
+    result = judge_content(arrived, expected)
+    assert result.verdict == "line_endings"
+    context = diff_context(arrived, expected, result.first_diff_offset, radius=10)
+    assert context["expected"]["before"] == "ta 😀 gamma"
+    assert context["expected"]["after"].startswith("␍↵\ndelta↵\n")
+    assert context["arrived"]["after"] == "↵\ndelta"
+    assert context["arrived"]["more_before"] and not context["arrived"]["more_after"]
+    inside_emoji = len(b"alpha\tbeta ") + 2
+    snapped = diff_context(arrived, expected, inside_emoji, radius=3)
+    assert snapped["expected"]["after"] == "😀 g"
+    assert snapped["expected"]["before"] == "ta "
+    assert fidelity.show_invisible("\x00\x1b\u200b\ufeff\u00a0") == "␀␛⟨ZWSP⟩⟨BOM⟩⍽"
+
+
+def test_diff_context_shows_a_missing_end():
+    expected = "x" * 50 + "\n"
+    result = judge_content("x" * 50, expected)
+    context = diff_context("x" * 50, expected, result.first_diff_offset)
+    assert context["arrived"]["at_end"] and not context["expected"]["at_end"]
+    assert context["expected"]["after"] == "↵\n"
+
+
+# --- 1 MB inputs: linear algorithms --------------------------------------------------------
+# A quadratic comparison of two 1 MB strings is ~10^12 steps, far beyond this timeout.
+
+MEGA = "".join(f"row {i}: {'lorem ipsum dolor sit amet ' * 2}{i * 7919 % 10007}\n" for i in range(15_000))
+
+
+@pytest.mark.timeout(60)
+def test_one_megabyte_inputs_are_judged():
+    assert len(MEGA.encode()) > 1_000_000
+    edited = MEGA.replace("row 3", "ROW 3")  # thousands of edits spread through the text
+    mutated = judge_content(edited, MEGA)
+    assert mutated.verdict == "mutated"
+    assert mutated.first_diff_offset == MEGA.index("row 3")
+    assert 0.9 < mutated.similarity < 1.0
+    assert judge_content(MEGA[:600_000], MEGA).verdict == "truncated"
+    assert judge_content(MEGA.replace("\n", "\r\n"), MEGA).verdict == "line_endings"
+    assert judge_content(MEGA.replace(" ", "  "), MEGA).verdict == "whitespace_only"
+    assert judge_expected_hash_only(MEGA.replace("\n", "\r\n")[:-2], MEGA).verdict == "line_endings"
+    assert judge_arrived_hash_only(MEGA[:654_321], MEGA).verdict == "truncated"
+    # One long line (minified JSON) with changes at both ends: no line structure to lean on.
+    minified = canonical([{"id": i, "name": f"item {i}"} for i in range(40_000)])
+    changed = "X" + minified[1:-1] + "Y"
+    assert judge_content(changed, minified).verdict == "mutated"
+    assert judge_content(list(range(200_000))[::2], list(range(200_000))).verdict == "elements_dropped"
+    reordered = judge_content(list(range(150_000))[::-1], list(range(150_000)))
+    assert reordered.verdict == "mutated"
+
+
+@pytest.mark.timeout(60)
+def test_similarity_worst_cases_stay_bounded():
+    # Right at the difflib threshold, with inputs that make Ratcliff/Obershelp work hardest.
+    n = fidelity.EXACT_SIMILARITY_MAX_CHARS
+    for a, b in [
+        ("ab" * (n // 2), "ba" * (n // 2)),
+        ("a" * n, "a" * (n - 1) + "b"),
+        ("a" * 400_000, "b" * 400_000),
+    ]:
+        assert 0.0 <= fidelity.similarity(a, b) <= 1.0
+    assert fidelity.similarity("abc", "abc") == 1.0
+    assert fidelity.similarity("", "") == 1.0
+
+
+# --- properties ----------------------------------------------------------------------------
+
+texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=300)
+line_texts = st.lists(
+    st.sampled_from(["a", "b c", " ", "\t", "\n", "\r\n", "\r", "é", "😀"]), max_size=40
+).map("".join)
+
+
+@given(texts)
+def test_property_identical_is_exact(x):
+    assert judge_content(x, x).verdict == "exact"
+
+
+@given(texts)
+def test_property_added_final_newline_is_newline_only(x):
+    assert judge_content(x + "\n", x).verdict == "newline_only"
+    assert judge_content(x, x + "\n").verdict == "newline_only"
+    assert judge_expected_hash_only(x + "\n", x).verdict == "newline_only"
+
+
+@given(texts, st.data())
+def test_property_strict_prefix_is_truncated(x, data):
+    assume(len(x) > 0)
+    k = data.draw(st.integers(min_value=0, max_value=len(x) - 1))
+    # A prefix missing only whitespace is newline_only/whitespace_only by precedence.
+    assume(x[k:].strip() != "")
+    result = judge_content(x[:k], x)
+    assert result.verdict == "truncated"
+    assert result.kept_bytes == len(x[:k].encode())
+
+
+@settings(max_examples=300)
+@given(line_texts, line_texts)
+def test_property_verdict_is_consistent(a, b):
+    result = judge_content(a, b)
+    assert result.verdict in fidelity.PRECEDENCE
+    assert (result.verdict == "exact") == (a == b)
+    if a != b:
+        offset = result.first_diff_offset
+        assert a.encode()[:offset] == b.encode()[:offset]
+        assert a[len(a.encode()[:offset].decode()) :][:1] != b[len(b.encode()[:offset].decode()) :][:1]
+    if result.similarity is not None:
+        assert 0.0 <= result.similarity <= 1.0
+
+
+@settings(max_examples=300)
+@given(line_texts, st.sampled_from([name for name in ("crlf_to_lf", "lf_to_crlf", None)]),
+       st.sampled_from(["add_lf", "add_crlf", "remove", None]))  # fmt: skip
+def test_property_hash_only_agrees_with_content(x, eol, newline):
+    # Damage x the way an agent would, then judge with and without the expected content.
+    arrived = {"crlf_to_lf": fidelity._lf, "lf_to_crlf": fidelity._crlf, None: lambda t: t}[eol](x)
+    if newline == "add_lf":
+        arrived += "\n"
+    elif newline == "add_crlf":
+        arrived += "\r\n"
+    elif newline == "remove_lf":
+        arrived = arrived.removesuffix("\n")
+    elif newline == "remove_crlf":
+        arrived = arrived.removesuffix("\r\n")
+    with_content = judge_content(arrived, x).verdict
+    # From the expected side the hypotheses are exactly these damages, so they always agree.
+    assert judge_arrived_hash_only(arrived, x).verdict == with_content
+    # From the arrived side the original line endings must be guessed: all LF or all CRLF.
+    bare = x.replace("\r\n", "")
+    if "\r" not in x or ("\r" not in bare and "\n" not in bare):
+        assert judge_expected_hash_only(arrived, x).verdict == with_content
+    assert with_content in ("exact", "newline_only", "line_endings", "whitespace_only")
+
+
+# --- fingerprints --------------------------------------------------------------------------
+
+DOC = "".join(f"## Section {i}\nThis paragraph {i} explains the rule number {i * 31}.\n\n" for i in range(60))
+UNRELATED = "".join(f"* bullet {i}: nothing to do with the other text {i * 17}\n" for i in range(60))
+
+
+def shares_key(paste: str, doc: str) -> set[str]:
+    doc_keys = set(fingerprints(doc).items())
+    return {kind for kind, value in candidate_keys(paste) if (kind, value) in doc_keys}
+
+
+@pytest.mark.parametrize(
+    ("paste", "kinds"),
+    [
+        (DOC, {"sha256", "head", "tail", "head_ws", "tail_ws", "head_short"}),
+        (DOC[:2000], {"head", "head_ws", "head_short"}),
+        (DOC[:100], {"head_short"}),
+        (DOC.rstrip("\n"), {"head", "tail", "head_ws", "tail_ws", "head_short"}),
+        (DOC + "\n", {"head", "tail", "head_ws", "tail_ws", "head_short"}),
+        (DOC.replace("\n", "\r\n"), {"head", "tail", "head_ws", "tail_ws", "head_short"}),
+        ("\ufeff" + DOC, {"head", "tail", "head_ws", "tail_ws", "head_short"}),
+        (DOC.replace("Section 30", "Chapter 30"), {"head", "tail", "head_ws", "tail_ws", "head_short"}),
+        ("Here it is:\n" + DOC, {"tail", "tail_ws"}),
+        (DOC.replace("\n", "  \n").replace("This", "\tThis"), {"head_ws", "tail_ws"}),
+        (DOC.replace("\n", "\r"), {"head_ws", "tail_ws"}),
+    ],
+    ids=[
+        "exact",
+        "truncated",
+        "short truncated",
+        "newline dropped",
+        "newline added",
+        "crlf",
+        "bom",
+        "edited middle",
+        "preamble",
+        "reindented",
+        "lone cr",
+    ],  # fmt: skip
+)
+def test_damaged_copies_find_the_document(paste, kinds):
+    assert shares_key(paste, DOC) == kinds
+
+
+def test_unrelated_and_undetectable_copies_share_no_key():
+    assert shares_key(UNRELATED, DOC) == set()
+    assert shares_key(DOC[:40], DOC) == set()  # shorter than the shortest window
+    assert shares_key("Here it is:\n" + DOC[:3000], DOC) == set()  # damaged at both ends
+
+
+def test_short_documents_hash_whole():
+    short = "tiny doc\n"
+    keys = fingerprints(short)
+    assert set(keys) == set(KINDS)
+    assert keys["head"] == keys["head_short"] == hashlib.sha256(b"tiny doc\n").hexdigest()
+    assert shares_key("tiny doc", short) >= {"tail", "tail_ws"}
+    # A short paste cannot match a longer document's full-size windows.
+    assert "head" not in shares_key(DOC[:200], DOC)
+
+
+def test_rank_candidates_prefers_stronger_matches():
+    matches = {"boilerplate": ["head_short"], "the-doc": ["head", "tail", "head_short"], "half": ["tail_ws"]}
+    assert rank_candidates(matches) == ["the-doc", "half", "boilerplate"]
+    assert rank_candidates({"a": ["head"], "b": ["tail"]}) == ["a", "b"]
+
+
+def test_lookup_is_an_indexed_equality_query():
+    # A real database: store documents' keys, look a damaged paste up, and check the plan.
+    db = sqlite3.connect(":memory:")
+    try:
+        db.execute("CREATE TABLE fp (doc TEXT, kind TEXT, value TEXT, key TEXT)")
+        db.execute("CREATE INDEX fp_kind_value ON fp (kind, value)")
+        db.execute("CREATE INDEX fp_key ON fp (key)")
+        docs = {"doc": DOC, "unrelated": UNRELATED, **{f"filler{i}": f"{i}\n" * (i + 50) for i in range(200)}}
+        for name, text in docs.items():
+            db.executemany(
+                "INSERT INTO fp VALUES (?, ?, ?, ?)",
+                [(name, kind, value, lookup_key(kind, value)) for kind, value in fingerprints(text).items()],
+            )
+        db.execute("ANALYZE")
+        paste = DOC[:1500].replace("\n", "\r\n")
+        keys = candidate_keys(paste)
+        where = " OR ".join("(kind = ? AND value = ?)" for _ in keys)
+        params = [part for pair in keys for part in pair]
+        found = db.execute(f"SELECT DISTINCT doc FROM fp WHERE {where}", params).fetchall()
+        assert found == [("doc",)]
+        plan = " ".join(
+            row[-1] for row in db.execute(f"EXPLAIN QUERY PLAN SELECT doc FROM fp WHERE {where}", params)
+        )
+        assert "SEARCH fp USING INDEX fp_kind_value" in plan and "SCAN" not in plan
+        single = [lookup_key(kind, value) for kind, value in keys]
+        marks = ",".join("?" * len(single))
+        assert db.execute(f"SELECT DISTINCT doc FROM fp WHERE key IN ({marks})", single).fetchall() == [
+            ("doc",)
+        ]
+        plan = " ".join(
+            row[-1]
+            for row in db.execute(f"EXPLAIN QUERY PLAN SELECT doc FROM fp WHERE key IN ({marks})", single)
+        )
+        assert "SEARCH fp USING INDEX fp_key" in plan and "SCAN" not in plan
+    finally:
+        db.close()
+
+
+@pytest.mark.timeout(60)
+def test_fingerprints_of_a_megabyte_text():
+    keys = fingerprints(MEGA)
+    assert shares_key(MEGA[:500_000].replace("\n", "\r\n"), MEGA) >= {"head", "head_ws", "head_short"}
+    assert len(keys) == len(KINDS) and all(len(value) == 64 for value in keys.values())
