@@ -1,6 +1,19 @@
 from django.contrib import admin
 
-from dashboard.models import ApiToken, Membership, Team, WorkerHeartbeat
+from dashboard.models import (
+    Alert,
+    ApiToken,
+    McpServer,
+    Membership,
+    PollRun,
+    Snapshot,
+    SnapshotTool,
+    Stack,
+    Team,
+    Threshold,
+    ToolsDocument,
+    WorkerHeartbeat,
+)
 
 
 class MembershipInline(admin.TabularInline):
@@ -36,3 +49,62 @@ class ApiTokenAdmin(admin.ModelAdmin):
 @admin.register(WorkerHeartbeat)
 class WorkerHeartbeatAdmin(admin.ModelAdmin):
     list_display = ["hostname", "last_seen"]
+
+
+@admin.register(McpServer)
+class McpServerAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "transport", "enabled", "last_outcome", "last_poll_at", "next_poll_at"]
+    list_filter = ["team", "transport", "enabled", "last_outcome"]
+    search_fields = ["name", "url", "command"]
+    # Secrets stay encrypted and out of the admin; edit them on the server page.
+    exclude = ["env", "headers"]
+    readonly_fields = ["current_snapshot", "polling_since", "consecutive_failures", "last_error"]
+
+
+@admin.register(Stack)
+class StackAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "source", "created"]
+    filter_horizontal = ["servers"]
+
+
+class SnapshotToolInline(admin.TabularInline):
+    model = SnapshotTool
+    extra = 0
+    can_delete = False
+    readonly_fields = ["position", "name", "tokens", "description_tokens", "schema_tokens", "sha256"]
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(admin.ModelAdmin):
+    list_display = ["server", "server_version", "fixed_tax_tokens", "tool_count", "first_seen", "last_seen"]
+    list_filter = ["server__team", "is_release"]
+    search_fields = ["server__name", "server_version", "sha256"]
+    raw_id_fields = ["server", "previous", "document"]
+    inlines = [SnapshotToolInline]
+
+
+@admin.register(ToolsDocument)
+class ToolsDocumentAdmin(admin.ModelAdmin):
+    list_display = ["sha256", "created"]
+    search_fields = ["sha256"]
+
+
+@admin.register(PollRun)
+class PollRunAdmin(admin.ModelAdmin):
+    list_display = ["server", "started", "duration_ms", "outcome", "changed", "trigger"]
+    list_filter = ["outcome", "trigger", "server__team"]
+    raw_id_fields = ["server", "snapshot"]
+
+
+@admin.register(Threshold)
+class ThresholdAdmin(admin.ModelAdmin):
+    list_display = ["team", "measure", "level", "limit", "server", "stack", "enabled"]
+    list_filter = ["team", "measure", "level"]
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ["subject_label", "measure", "level", "state", "value", "limit", "opened_at"]
+    list_filter = ["team", "state", "level", "measure"]
+    search_fields = ["subject_label", "rule_key"]
+    raw_id_fields = ["server", "stack", "snapshot", "resolved_snapshot", "threshold"]

@@ -1,0 +1,157 @@
+"""Thresholds (what must hold), the limits they gave at each measurement, and alerts (what broke).
+
+Modeled on Bencher: a threshold per (subject, measure) with a test (static budget or growth over
+the previous release), a level, and alerts with a lifecycle. Schema-tax rules are evaluated on
+every new snapshot; fidelity rules (agent exact-match rate, damaged arrivals, paste cost) on
+ingest rollups.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.models.servers import McpServer, Snapshot, Stack
+from dashboard.models.teams import Team
+
+
+class Level(models.TextChoices):
+    WARNING = "warning", "Warning"
+    ERROR = "error", "Error"
+
+
+class Measure(models.TextChoices):
+    # Schema tax, per server.
+    FIXED_TAX_TOKENS = "fixed_tax_tokens", "Fixed tax (tokens)"
+    RELEASE_GROWTH_PCT = "release_growth_pct", "Growth per release (%)"
+    RELEASE_GROWTH_TOKENS = "release_growth_tokens", "Growth per release (tokens)"
+    MAX_TOOL_TOKENS = "max_tool_tokens", "Largest single tool (tokens)"
+    INSTRUCTIONS_TOKENS = "instructions_tokens", "Instructions (tokens)"
+    # Schema tax, per stack (the servers one agent loads).
+    STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
+    # Fidelity.
+    AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate over last N bulk calls (minimum %)"
+    DAMAGED_ARRIVALS = "damaged_arrivals", "Truncated or dropped-element arrivals for a tool"
+    PASTE_COST_PER_DAY = "paste_cost_per_day", "Paste cost per day (USD)"
+
+
+# Measures where a value BELOW the limit breaches.
+MINIMUM_MEASURES = {Measure.AGENT_EXACT_RATE}
+SERVER_MEASURES = {
+    Measure.FIXED_TAX_TOKENS,
+    Measure.RELEASE_GROWTH_PCT,
+    Measure.RELEASE_GROWTH_TOKENS,
+    Measure.MAX_TOOL_TOKENS,
+    Measure.INSTRUCTIONS_TOKENS,
+}
+FIDELITY_MEASURES = {Measure.AGENT_EXACT_RATE, Measure.DAMAGED_ARRIVALS, Measure.PASTE_COST_PER_DAY}
+
+
+class Threshold(models.Model):
+    """A rule. With `server` and `stack` empty it is the team default for every server."""
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="thresholds")
+    server = models.ForeignKey(McpServer, models.CASCADE, null=True, blank=True, related_name="thresholds")
+    stack = models.ForeignKey(Stack, models.CASCADE, null=True, blank=True, related_name="thresholds")
+    measure = models.CharField(max_length=40, choices=Measure.choices)
+    level = models.CharField(max_length=10, choices=Level.choices, default=Level.WARNING)
+    limit = models.FloatField()
+    window = models.PositiveIntegerField(default=50, help_text="For rates: the last N bulk calls.")
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["measure", "level"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "server", "stack", "measure", "level"],
+                name="unique_threshold",
+                nulls_distinct=False,
+            )
+        ]
+
+    def __str__(self) -> str:
+        scope = self.server or self.stack or "team default"
+        return f"{self.get_measure_display()} {self.level} {self.limit:g} ({scope})"
+
+    @property
+    def is_minimum(self) -> bool:
+        return self.measure in MINIMUM_MEASURES
+
+    def breached_by(self, value: float) -> bool:
+        return value < self.limit if self.is_minimum else value > self.limit
+
+
+class AlertState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    SILENCED = "silenced", "Silenced"
+    RESOLVED = "resolved", "Resolved"
+
+
+OPEN_STATES = (AlertState.ACTIVE, AlertState.ACKNOWLEDGED, AlertState.SILENCED)
+
+
+class AlertQuerySet(models.QuerySet):
+    def open(self) -> AlertQuerySet:
+        return self.filter(state__in=OPEN_STATES)
+
+
+class Alert(models.Model):
+    """One breach of one rule on one subject; at most one open per `rule_key`."""
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="alerts")
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    threshold = models.ForeignKey(Threshold, models.SET_NULL, null=True, blank=True, related_name="alerts")
+    # e.g. "server:12:fixed_tax_tokens", "agent:3:agent_exact_rate", "tool:files-sprawl/write_file:damaged"
+    rule_key = models.CharField(max_length=300)
+    measure = models.CharField(max_length=40, choices=Measure.choices)
+    level = models.CharField(max_length=10, choices=Level.choices)
+    server = models.ForeignKey(McpServer, models.CASCADE, null=True, blank=True, related_name="alerts")
+    stack = models.ForeignKey(Stack, models.CASCADE, null=True, blank=True, related_name="alerts")
+    subject_label = models.CharField(
+        max_length=300, help_text="What breached, for people: a server, agent, tool"
+    )
+    snapshot = models.ForeignKey(
+        Snapshot, models.SET_NULL, null=True, blank=True, related_name="alerts_opened"
+    )
+    resolved_snapshot = models.ForeignKey(Snapshot, models.SET_NULL, null=True, blank=True, related_name="+")
+    value = models.FloatField()
+    limit = models.FloatField()
+    message = models.TextField()
+    state = models.CharField(
+        max_length=15, choices=AlertState.choices, default=AlertState.ACTIVE, db_index=True
+    )
+    opened_at = models.DateTimeField(default=timezone.now)
+    last_evaluated_at = models.DateTimeField(default=timezone.now)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledge_note = models.TextField(blank=True)
+    silenced_until = models.DateTimeField(null=True, blank=True)
+    silenced_until_release = models.BooleanField(default=False)
+    silenced_at_version = models.CharField(max_length=100, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AlertQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-opened_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "rule_key"],
+                condition=Q(state__in=["active", "acknowledged", "silenced"]),
+                name="one_open_alert_per_rule",
+            )
+        ]
+        indexes = [models.Index(fields=["team", "state"], name="alert_team_state")]
+
+    def __str__(self) -> str:
+        return f"[{self.level}] {self.subject_label}: {self.message}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
