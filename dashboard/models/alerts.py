@@ -65,14 +65,8 @@ class Threshold(models.Model):
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        # No unique constraint: SQLite cannot treat NULL scopes as equal; the form prevents duplicates.
         ordering = ["measure", "level"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["team", "server", "stack", "measure", "level"],
-                name="unique_threshold",
-                nulls_distinct=False,
-            )
-        ]
 
     def __str__(self) -> str:
         scope = self.server or self.stack or "team default"

