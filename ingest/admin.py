@@ -1,0 +1,81 @@
+from django.contrib import admin
+
+from ingest.models import (
+    Agent,
+    BulkArgument,
+    BulkContent,
+    CaptureSession,
+    IngestJob,
+    LineRecord,
+    TeamCaptureSettings,
+    ToolCall,
+    WatchedFile,
+    WatchedFolder,
+)
+
+
+@admin.register(Agent)
+class AgentAdmin(admin.ModelAdmin):
+    list_display = ["family", "name", "version", "title", "team", "last_seen"]
+    list_filter = ["team", "family"]
+
+
+@admin.register(CaptureSession)
+class CaptureSessionAdmin(admin.ModelAdmin):
+    list_display = ["session_key", "format", "server_label", "agent", "first_ts"]
+    list_filter = ["team", "format"]
+
+
+class BulkArgumentInline(admin.TabularInline):
+    model = BulkArgument
+    extra = 0
+    fields = ["pointer", "kind", "bytes", "sha256", "verdict", "expected_source"]
+    readonly_fields = fields
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(admin.ModelAdmin):
+    list_display = ["server_label", "tool", "agent", "request_ts", "bulk_count", "is_reference_call", "is_error"]
+    list_filter = ["team", "source_format", "is_reference_call"]
+    search_fields = ["tool", "server_label", "client_call_id", "dedupe_key"]
+    raw_id_fields = ["job", "session", "agent", "server", "linked_call"]
+    inlines = [BulkArgumentInline]
+
+
+@admin.register(BulkArgument)
+class BulkArgumentAdmin(admin.ModelAdmin):
+    list_display = ["call", "pointer", "bytes", "verdict", "expected_source"]
+    list_filter = ["verdict", "kind"]
+    raw_id_fields = ["call", "content"]
+
+
+@admin.register(BulkContent)
+class BulkContentAdmin(admin.ModelAdmin):
+    list_display = ["sha256", "team", "bytes", "is_array", "created"]
+    exclude = ["text"]
+
+
+@admin.register(IngestJob)
+class IngestJobAdmin(admin.ModelAdmin):
+    list_display = ["filename", "team", "source", "format", "status", "lines_read", "stored", "quarantined"]
+    list_filter = ["team", "status", "source"]
+
+
+@admin.register(LineRecord)
+class LineRecordAdmin(admin.ModelAdmin):
+    list_display = ["job", "line_no", "status", "reason"]
+    list_filter = ["status", "reason"]
+    raw_id_fields = ["job"]
+
+
+@admin.register(WatchedFolder)
+class WatchedFolderAdmin(admin.ModelAdmin):
+    list_display = ["path", "pattern", "team", "enabled", "last_scan_at"]
+
+
+@admin.register(WatchedFile)
+class WatchedFileAdmin(admin.ModelAdmin):
+    list_display = ["path", "folder", "offset", "line_no", "last_read_at"]
+
+
+admin.site.register(TeamCaptureSettings)
