@@ -44,7 +44,7 @@ def whoami(request: HttpRequest) -> dict:
 def _register_routers() -> None:
     from importlib import import_module
 
-    for module_name in ("dashboard.api", "ingest.api"):
+    for module_name in ("dashboard.api", "ingest.api", "ingest.api_fidelity"):
         try:
             module = import_module(module_name)
         except ModuleNotFoundError as exc:

@@ -23,6 +23,7 @@ app.conf.update(
         "ingest.tasks.*": {"queue": "ingest"},
         "dashboard.tasks.deliver_notification": {"queue": "notify"},
         "dashboard.tasks.send_*": {"queue": "notify"},
+        "dashboard.tasks.sweep_notifications": {"queue": "notify"},
     },
     task_acks_late=True,
     task_reject_on_worker_lost=True,
@@ -34,6 +35,10 @@ app.conf.update(
     # Periodic work lives here, in code, so every deployment runs the same schedule.
     beat_schedule={
         "worker-heartbeat": {"task": "dashboard.tasks.worker_heartbeat", "schedule": 30.0},
+        "dispatch-due-polls": {"task": "dashboard.tasks.dispatch_due_polls", "schedule": 15.0},
+        "sweep-notifications": {"task": "dashboard.tasks.sweep_notifications", "schedule": 60.0},
+        "scan-watched-folders": {"task": "ingest.tasks.scan_watched_folders", "schedule": 10.0},
+        "resume-stalled-ingest-jobs": {"task": "ingest.tasks.resume_stalled_jobs", "schedule": 60.0},
     },
 )
 app.autodiscover_tasks()

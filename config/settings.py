@@ -117,6 +117,12 @@ STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "staticfiles")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    # plotly.js from the installed plotly package, as vendor/plotly.min.js (not committed).
+    "dashboard.staticfinders.PlotlyFinder",
+]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -192,7 +198,17 @@ INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024)
 INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
 INGEST_API_RATE_PER_MINUTE = env_int("INGEST_API_RATE_PER_MINUTE", 120)
 INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
+# Reference documents registered by URL: allow-listed hosts only ("*.example.com" for subdomains),
+# refused over the size limit (never cut), private/loopback addresses only when allowed.
+REFERENCE_ALLOWED_HOSTS = env_list(
+    "REFERENCE_ALLOWED_HOSTS", ["github.com", "raw.githubusercontent.com", "gist.githubusercontent.com"]
+)
+REFERENCE_MAX_BYTES = env_int("REFERENCE_MAX_BYTES", 10 * 1024 * 1024)
+REFERENCE_ALLOW_PRIVATE = env_bool("REFERENCE_ALLOW_PRIVATE", False)
 FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY")
+NOTIFY_HTTP_TIMEOUT = env_float("NOTIFY_HTTP_TIMEOUT", 10.0)
+NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 6)
+NOTIFY_RETRY_BASE_SECONDS = env_int("NOTIFY_RETRY_BASE_SECONDS", 30)
 
 CACHES = {
     "default": (
@@ -208,5 +224,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    # httpx logs every request at INFO; a poll cycle would drown the worker's log.
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},
+        "mcp": {"level": "WARNING"},
+    },
 }

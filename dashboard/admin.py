@@ -3,8 +3,12 @@ from django.contrib import admin
 from dashboard.models import (
     Alert,
     ApiToken,
+    Channel,
+    Delivery,
     McpServer,
     Membership,
+    Notification,
+    NotificationEvent,
     PollRun,
     Snapshot,
     SnapshotTool,
@@ -108,3 +112,33 @@ class AlertAdmin(admin.ModelAdmin):
     list_filter = ["team", "state", "level", "measure"]
     search_fields = ["subject_label", "rule_key"]
     raw_id_fields = ["server", "stack", "snapshot", "resolved_snapshot", "threshold"]
+
+
+@admin.register(Channel)
+class ChannelAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "kind", "enabled", "min_level", "last_status", "last_attempt_at"]
+    list_filter = ["team", "kind", "enabled"]
+    # URLs and secrets stay encrypted and out of the admin; manage them on the channel page.
+    exclude = ["config"]
+    readonly_fields = ["disabled_reason", "disabled_at", "last_attempt_at", "last_status"]
+
+
+@admin.register(NotificationEvent)
+class NotificationEventAdmin(admin.ModelAdmin):
+    list_display = ["kind", "team", "level", "alert", "created"]
+    list_filter = ["kind", "team"]
+    raw_id_fields = ["alert"]
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ["event", "channel", "status", "attempts", "processed"]
+    list_filter = ["status"]
+    raw_id_fields = ["event", "channel"]
+
+
+@admin.register(Notification)
+class NotificationAdmin(admin.ModelAdmin):
+    list_display = ["channel", "attempt", "status", "http_status", "created"]
+    list_filter = ["status"]
+    raw_id_fields = ["delivery", "channel"]

@@ -4,3 +4,7 @@ from django.apps import AppConfig
 class DashboardConfig(AppConfig):
     name = "dashboard"
     verbose_name = "Schema tax dashboard"
+
+    def ready(self) -> None:
+        # Connects threshold evaluation to `snapshot_recorded` in every process (web, worker, commands).
+        from dashboard import budgets  # noqa: F401

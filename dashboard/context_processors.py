@@ -11,4 +11,9 @@ def navigation(request: HttpRequest) -> dict:
     match = getattr(request, "resolver_match", None)
     slug = match.kwargs.get("team_slug") if match else None
     current = next((t for t in teams if t.slug == slug), teams[0] if teams else None)
-    return {"nav_teams": teams, "nav_team": current}
+    active_alerts = 0
+    if current is not None:
+        from dashboard.models import Alert, AlertState
+
+        active_alerts = Alert.objects.filter(team=current, state=AlertState.ACTIVE).count()
+    return {"nav_teams": teams, "nav_team": current, "nav_active_alerts": active_alerts}

@@ -12,3 +12,36 @@ def worker_heartbeat(hostname: str | None = None) -> str:
     name = hostname or socket.gethostname()
     WorkerHeartbeat.beat(name)
     return name
+
+
+@shared_task(name="dashboard.tasks.poll_server", ignore_result=True, acks_late=True)
+def poll_server_task(server_id: int, trigger: str = "schedule") -> dict:
+    from dashboard.polling import poll_server
+
+    return poll_server(server_id, trigger=trigger).to_dict()
+
+
+@shared_task(name="dashboard.tasks.dispatch_due_polls", ignore_result=True)
+def dispatch_due_polls() -> int:
+    from dashboard.polling import dispatch_due
+
+    return len(dispatch_due())
+
+
+@shared_task(name="dashboard.tasks.deliver_notification", bind=True, ignore_result=True, max_retries=None)
+def deliver_notification(self, delivery_id: int) -> str:
+    from dashboard.notify.delivery import deliver
+
+    outcome = deliver(delivery_id)
+    if outcome.status == "retry":
+        # The row counts attempts and decides when to give up; Celery only waits.
+        raise self.retry(countdown=outcome.retry_in)
+    return outcome.status
+
+
+@shared_task(name="dashboard.tasks.sweep_notifications", ignore_result=True)
+def sweep_notifications() -> int:
+    from dashboard.budgets import expire_silences
+    from dashboard.notify.delivery import sweep_pending
+
+    return len(sweep_pending()) + expire_silences()

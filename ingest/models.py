@@ -11,6 +11,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.models import McpServer, Team
@@ -110,8 +111,15 @@ class ToolCall(models.Model):
     # What the server said it processed (structuredContent.sha256 or a JSON text result's sha256).
     server_reported_sha256 = models.CharField(max_length=64, blank=True)
     capture_truncated = models.BooleanField(default=False)
+    # What the ingest had to change to store the call (e.g. NUL characters a database refuses, an
+    # over-long identifier shortened), or content it could not keep. Figures and hashes are always
+    # computed over the exact captured values, never over these stored stand-ins.
+    ingest_notes = models.JSONField(default=list, blank=True)
     redacted = models.BooleanField(default=False)
     unanswered = models.BooleanField(default=False)
+    # Whether this call's figures are in FidelityDaily now (claimed by a conditional update, so a
+    # re-sent ingest signal never counts a call twice; cleared when a linked copy takes over).
+    in_rollups = models.BooleanField(default=False)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -120,6 +128,8 @@ class ToolCall(models.Model):
         indexes = [
             models.Index(fields=["team", "agent", "-request_ts"], name="call_agent_recent"),
             models.Index(fields=["team", "server_label", "tool"], name="call_server_tool"),
+            # The last N calls of a tool (fidelity alerts), read in index order.
+            models.Index(fields=["team", "server_label", "tool", "-request_ts"], name="call_tool_recent"),
         ]
 
     def __str__(self) -> str:
@@ -197,10 +207,18 @@ class IngestJob(models.Model):
     quarantined = models.PositiveBigIntegerField(default=0)
     calls_stored = models.PositiveBigIntegerField(default=0)
     ignored_reasons = models.JSONField(default=dict, blank=True)
+    quarantined_reasons = models.JSONField(default=dict, blank=True)
+    # Filled by the fidelity step ({verdict: count} over this job's bulk arguments; "pending" = not
+    # judged yet).
     verdict_counts = models.JSONField(default=dict, blank=True)
     # Resume point: outcomes of lines 1..watermark are persisted (see ingest.formats.assemble).
     watermark = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)
+    # Lease of the run that owns the job: a second run (a redelivered task) takes over only when the
+    # owner's heartbeat is stale or its process is gone, so two runs never count the same lines.
+    run_token = models.CharField(max_length=32, blank=True)
+    worker = models.CharField(max_length=200, blank=True, help_text="host:pid of the run that owns the job")
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
     started = models.DateTimeField(null=True, blank=True)
@@ -226,10 +244,11 @@ class IngestJob(models.Model):
 
 
 class LineRecord(models.Model):
-    """The outcome of one input line that was not a plain stored call line.
-
-    Quarantined lines keep their raw text for inspection; ignored and duplicate lines are kept
-    too (without raw) so a resumed job can count each line exactly once.
+    """The outcome of one input line, kept when it must be: every quarantined line (with its raw
+    text, for inspection), every duplicate line, and any line settled above the job's watermark
+    at the time its batch was committed (so a resumed job, which re-reads lines after the
+    watermark, counts each line exactly once; see ingest.pipeline). Plain stored and ignored
+    lines below the watermark leave no row: the job's counters hold them.
     """
 
     class Status(models.TextChoices):
@@ -245,6 +264,9 @@ class LineRecord(models.Model):
     reason = models.CharField(max_length=200, blank=True)
     raw = models.TextField(blank=True)
     raw_bytes = models.PositiveBigIntegerField(default=0)
+    # The exact bytes, only when ``raw`` cannot hold them (invalid UTF-8, NUL): ``raw`` is then a
+    # readable escaped copy.
+    raw_data = models.BinaryField(null=True, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -254,6 +276,10 @@ class LineRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.job_id}:{self.line_no} {self.status} {self.reason}"
+
+    def exact_raw(self) -> bytes:
+        """The line exactly as read (without its line terminator)."""
+        return bytes(self.raw_data) if self.raw_data is not None else self.raw.encode("utf-8")
 
 
 class WatchedFolder(models.Model):
@@ -312,3 +338,160 @@ class TeamCaptureSettings(models.Model):
     def for_team(cls, team: Team) -> TeamCaptureSettings:
         obj, _ = cls.objects.get_or_create(team=team)
         return obj
+
+
+# -- fidelity (issue 7): reference documents, prices, rollups --------------------------------------
+
+
+class ReferenceDocument(models.Model):
+    """A file a team's agents are expected to paste: the source of expected content.
+
+    Registered by upload or by URL (fetched once through ``ingest.fetch``). Its text is the
+    expected content for any paste that names its sha256 or matches its head/tail fingerprints.
+    """
+
+    class Source(models.TextChoices):
+        UPLOAD = "upload", "Upload"
+        URL = "url", "URL"
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="reference_documents")
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=300)
+    source = models.CharField(max_length=10, choices=Source.choices)
+    url = models.URLField(max_length=2000, blank=True, help_text="As registered")
+    fetched_url = models.URLField(max_length=2000, blank=True, help_text="After blob→raw and redirects")
+    sha256 = models.CharField(max_length=64)
+    bytes = models.PositiveBigIntegerField()
+    lines = models.PositiveIntegerField(default=0)
+    tokens = models.PositiveIntegerField(default=0)
+    ends_with_newline = models.BooleanField(default=False)
+    crlf_count = models.PositiveIntegerField(default=0)
+    text = models.TextField()
+    # Bulk arguments whose verdict was (re)computed when this document was registered.
+    rejudged = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["team", "sha256"], name="unique_reference_document")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ReferenceFingerprint(models.Model):
+    """One head/tail key of a document (see ingest.fingerprints); looked up by indexed equality."""
+
+    document = models.ForeignKey(ReferenceDocument, models.CASCADE, related_name="fingerprints")
+    team = models.ForeignKey(Team, models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=12)
+    value = models.CharField(max_length=64)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["document", "kind"], name="unique_fingerprint_kind")]
+        indexes = [models.Index(fields=["team", "kind", "value"], name="fingerprint_lookup")]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.value[:12]}"
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, in USD per million tokens. Editable.
+
+    Captures rarely say which model produced a call, so a price is chosen per agent family:
+    a team's row for the family, else the team's default row, else the global (team-less) row
+    for the family, else the global default. Global rows are seeded as editable examples.
+    """
+
+    team = models.ForeignKey(Team, models.CASCADE, null=True, blank=True, related_name="model_prices")
+    model = models.CharField(max_length=100)
+    agent_family = models.CharField(
+        max_length=60, blank=True, help_text="Agent family this price applies to (blank: none in particular)"
+    )
+    is_default = models.BooleanField(default=False, help_text="Used for agents no other row names")
+    input_usd_per_mtok = models.DecimalField(max_digits=10, decimal_places=4)
+    output_usd_per_mtok = models.DecimalField(max_digits=10, decimal_places=4)
+    note = models.CharField(max_length=300, blank=True)
+    updated = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["team_id", "agent_family", "model"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "model", "agent_family"],
+                condition=Q(team__isnull=False),
+                name="unique_team_price",
+            ),
+            models.UniqueConstraint(
+                fields=["model", "agent_family"], condition=Q(team__isnull=True), name="unique_global_price"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        scope = self.team or "global"
+        return f"{self.model} ({self.agent_family or 'default'}, {scope})"
+
+
+class SizeBucket(models.TextChoices):
+    UNDER_1K = "lt1k", "under 1 KB"
+    K1_10 = "1-10k", "1–10 KB"
+    K10_50 = "10-50k", "10–50 KB"
+    K50_100 = "50-100k", "50–100 KB"
+    OVER_100K = "gt100k", "over 100 KB"
+    NONE = "", "no bulk argument"
+
+
+class FidelityDaily(models.Model):
+    """Rollup: team × day × agent × server label × tool × verdict × size bucket.
+
+    ``verdict`` is a bulk-argument verdict, or ``by_reference`` for a reference call, or
+    ``no_bulk`` for any other call, so calls per tool, reference adoption and unused tools read
+    from here. ``calls`` counts each call once (on the row of its first bulk argument);
+    ``arguments`` counts bulk arguments. Maintained at ingest (``ingest.rollups``) and corrected
+    when verdicts are recomputed; never rebuilt from the call table.
+    """
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="fidelity_daily")
+    day = models.DateField()
+    agent = models.ForeignKey(Agent, models.CASCADE, null=True, blank=True, related_name="daily")
+    server_label = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=200)
+    verdict = models.CharField(max_length=20)
+    size_bucket = models.CharField(max_length=8, choices=SizeBucket.choices, blank=True)
+    calls = models.BigIntegerField(default=0)
+    arguments = models.BigIntegerField(default=0)
+    bytes = models.BigIntegerField(default=0)
+    pasted_tokens = models.BigIntegerField(default=0)
+    # Output tokens of the producing turn (the call's share) where a transcript gave them.
+    output_tokens = models.BigIntegerField(default=0)
+    # What pasting was billed as: output tokens where known, else the pasted tokens.
+    billed_tokens = models.BigIntegerField(default=0)
+    # Tokens the same arguments would have cost passed as a reference instead.
+    reference_tokens = models.BigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    reference_cost_usd = models.DecimalField(max_digits=16, decimal_places=6, default=0)
+    server_errors = models.BigIntegerField(default=0, help_text="Calls the server answered with isError")
+
+    class Meta:
+        ordering = ["-day"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "day", "agent", "server_label", "tool", "verdict", "size_bucket"],
+                condition=Q(agent__isnull=False),
+                name="unique_daily_agent",
+            ),
+            models.UniqueConstraint(
+                fields=["team", "day", "server_label", "tool", "verdict", "size_bucket"],
+                condition=Q(agent__isnull=True),
+                name="unique_daily_no_agent",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["team", "agent", "day"], name="daily_agent_day"),
+            models.Index(fields=["team", "server_label", "day"], name="daily_server_day"),
+            models.Index(fields=["team", "day"], name="daily_team_day"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.day} {self.server_label}/{self.tool} {self.verdict} {self.size_bucket}: {self.calls}"

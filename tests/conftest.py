@@ -140,3 +140,87 @@ def celery_worker_process(django_db_setup, django_db_blocker):
         proc.kill()
         proc.wait()
     log.close()
+
+
+@pytest.fixture
+def polled_example_servers(team, alice):
+    """The demo's two example servers in `team`, each polled for real through its release history."""
+    from dashboard.demo import build_history, ensure_example_servers
+
+    servers = {s.name: s for s in ensure_example_servers(team, owner=alice)}
+    for server in servers.values():
+        build_history(server)
+        server.refresh_from_db()
+    return servers
+
+
+@pytest.fixture
+def eager_celery():
+    """Run Celery tasks in-process (the app reads its config once, so settings alone would not do)."""
+    from config.celery import app
+
+    before = app.conf.task_always_eager
+    app.conf.task_always_eager = True
+    yield app
+    app.conf.task_always_eager = before
+
+
+def make_envelope_log(
+    calls: int = 2, *, session: str = "s-1", bad_lines: int = 0, content_bytes: int = 2000, seed: str = "x"
+) -> bytes:
+    """Envelope JSONL of one stdio session: initialize, then `calls` tools/call round trips carrying a
+    bulk `content` argument, then `bad_lines` lines of broken JSON.
+
+    Line outcomes: 2 ignored (session context), 2 * calls stored, bad_lines quarantined.
+    """
+    import json as _json
+
+    def line(seq: int, direction: str, raw: dict) -> bytes:
+        envelope = {
+            "session_id": session,
+            "server_label": "files",
+            "seq": seq,
+            "ts": f"2026-01-02T03:04:{seq % 60:02d}.000Z",
+            "direction": direction,
+            "transport": "stdio",
+            "raw": raw,
+        }
+        return _json.dumps(envelope, separators=(",", ":")).encode() + b"\n"
+
+    init = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "claude-code", "version": "2.0.14"},
+    }
+    out = [
+        line(0, "c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+        line(
+            1, "s2c", {"jsonrpc": "2.0", "id": 0, "result": {"serverInfo": {"name": "files", "version": "1"}}}
+        ),
+    ]
+    for i in range(1, calls + 1):
+        body = (f"{seed}:{session}:{i}:" * (content_bytes // 8 + 1))[:content_bytes]
+        arguments = {"path": f"f{i}.txt", "content": body}
+        request = {
+            "jsonrpc": "2.0",
+            "id": i,
+            "method": "tools/call",
+            "params": {"name": "write_file", "arguments": arguments},
+        }
+        response = {"jsonrpc": "2.0", "id": i, "result": {"content": [{"type": "text", "text": "ok"}]}}
+        out += [line(2 * i, "c2s", request), line(2 * i + 1, "s2c", response)]
+    out += [b'{"session_id": "broken' + str(n).encode() + b"\n" for n in range(bad_lines)]
+    return b"".join(out)
+
+
+@pytest.fixture
+def envelope_log():
+    return make_envelope_log
+
+
+@pytest.fixture
+def team_token(team):
+    """A live API token of `team`: (row, plaintext)."""
+    from dashboard.models import ApiToken
+
+    return ApiToken.issue(team, "tests")

@@ -108,7 +108,7 @@ def test_login_page_and_demo_user_can_log_in(client, db):
     page = client.get(reverse("login"))
     assert page.status_code == 200 and b'name="password"' in page.content
     out = StringIO()
-    call_command("demo", "--json", stdout=out)
+    call_command("demo", "--json", "--skip-servers", stdout=out)
     demo = json.loads(out.getvalue().strip().splitlines()[-1])
     response = client.post(reverse("login"), {"username": demo["username"], "password": demo["password"]})
     assert response.status_code == 302

@@ -9,212 +9,562 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0001_initial'),
+        ("dashboard", "0001_initial"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ToolsDocument',
+            name="ToolsDocument",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sha256', models.CharField(max_length=64, unique=True)),
-                ('raw', models.JSONField()),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sha256", models.CharField(max_length=64, unique=True)),
+                ("raw", models.JSONField()),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
             ],
         ),
         migrations.CreateModel(
-            name='McpServer',
+            name="McpServer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('name', models.CharField(help_text='Also the label the logging proxy uses for it.', max_length=100)),
-                ('transport', models.CharField(choices=[('stdio', 'stdio (command)'), ('http', 'Streamable HTTP'), ('sse', 'Legacy SSE')], max_length=10)),
-                ('command', models.CharField(blank=True, max_length=500)),
-                ('args', models.JSONField(blank=True, default=list)),
-                ('env', dashboard.crypto.EncryptedJSONField(blank=True, default=dict, help_text='Environment for a stdio server (encrypted).')),
-                ('cwd', models.CharField(blank=True, max_length=500, verbose_name='working directory')),
-                ('url', models.URLField(blank=True, max_length=500)),
-                ('headers', dashboard.crypto.EncryptedJSONField(blank=True, default=dict, help_text='HTTP headers, e.g. auth (encrypted).')),
-                ('poll_interval_seconds', models.PositiveIntegerField(default=900)),
-                ('enabled', models.BooleanField(default=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('next_poll_at', models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
-                ('polling_since', models.DateTimeField(blank=True, null=True)),
-                ('consecutive_failures', models.PositiveIntegerField(default=0)),
-                ('last_poll_at', models.DateTimeField(blank=True, null=True)),
-                ('last_outcome', models.CharField(blank=True, choices=[('ok', 'OK'), ('timeout', 'Timed out'), ('refused_too_large', 'Refused: tools/list too large'), ('protocol_error', 'Protocol error'), ('connect_error', 'Connection failed'), ('crashed', 'Crashed')], max_length=20)),
-                ('last_error', models.TextField(blank=True)),
-                ('owner', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='servers', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("code", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="Also the label the logging proxy uses for it.", max_length=100
+                    ),
+                ),
+                (
+                    "transport",
+                    models.CharField(
+                        choices=[
+                            ("stdio", "stdio (command)"),
+                            ("http", "Streamable HTTP"),
+                            ("sse", "Legacy SSE"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("command", models.CharField(blank=True, max_length=500)),
+                ("args", models.JSONField(blank=True, default=list)),
+                (
+                    "env",
+                    dashboard.crypto.EncryptedJSONField(
+                        blank=True, default=dict, help_text="Environment for a stdio server (encrypted)."
+                    ),
+                ),
+                ("cwd", models.CharField(blank=True, max_length=500, verbose_name="working directory")),
+                ("url", models.URLField(blank=True, max_length=500)),
+                (
+                    "headers",
+                    dashboard.crypto.EncryptedJSONField(
+                        blank=True, default=dict, help_text="HTTP headers, e.g. auth (encrypted)."
+                    ),
+                ),
+                ("poll_interval_seconds", models.PositiveIntegerField(default=900)),
+                ("enabled", models.BooleanField(default=True)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("next_poll_at", models.DateTimeField(db_index=True, default=django.utils.timezone.now)),
+                ("polling_since", models.DateTimeField(blank=True, null=True)),
+                ("consecutive_failures", models.PositiveIntegerField(default=0)),
+                ("last_poll_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "last_outcome",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("ok", "OK"),
+                            ("timeout", "Timed out"),
+                            ("refused_too_large", "Refused: tools/list too large"),
+                            ("protocol_error", "Protocol error"),
+                            ("connect_error", "Connection failed"),
+                            ("crashed", "Crashed"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("last_error", models.TextField(blank=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="servers",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Snapshot',
+            name="Snapshot",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sha256', models.CharField(db_index=True, max_length=64)),
-                ('first_seen', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_seen', models.DateTimeField(default=django.utils.timezone.now)),
-                ('server_name', models.CharField(blank=True, max_length=200)),
-                ('server_title', models.CharField(blank=True, max_length=200)),
-                ('server_version', models.CharField(blank=True, max_length=100)),
-                ('protocol_version', models.CharField(blank=True, max_length=40)),
-                ('is_release', models.BooleanField(default=False, help_text='serverInfo.version changed from the previous snapshot')),
-                ('tool_count', models.PositiveIntegerField(default=0)),
-                ('bytes', models.PositiveIntegerField(default=0, help_text='UTF-8 bytes of the model-visible tools, compact JSON')),
-                ('raw_bytes', models.PositiveIntegerField(default=0, help_text='UTF-8 bytes of the raw tools as received')),
-                ('encoding', models.CharField(default='cl100k_base', max_length=40)),
-                ('fixed_tax_tokens', models.PositiveIntegerField(default=0)),
-                ('overhead_tokens', models.IntegerField(default=0)),
-                ('instructions_tokens', models.PositiveIntegerField(default=0)),
-                ('instructions', models.TextField(blank=True)),
-                ('tokens_by_encoding', models.JSONField(blank=True, default=dict, help_text='{"o200k_base": {"fixed_tax_tokens": N, "instructions_tokens": M}}')),
-                ('prompts_count', models.IntegerField(blank=True, null=True)),
-                ('resources_count', models.IntegerField(blank=True, null=True)),
-                ('findings', models.JSONField(blank=True, default=list)),
-                ('limits', models.JSONField(blank=True, default=dict)),
-                ('previous', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='dashboard.snapshot')),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='dashboard.mcpserver')),
-                ('document', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='snapshots', to='dashboard.toolsdocument')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sha256", models.CharField(db_index=True, max_length=64)),
+                ("first_seen", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_seen", models.DateTimeField(default=django.utils.timezone.now)),
+                ("server_name", models.CharField(blank=True, max_length=200)),
+                ("server_title", models.CharField(blank=True, max_length=200)),
+                ("server_version", models.CharField(blank=True, max_length=100)),
+                ("protocol_version", models.CharField(blank=True, max_length=40)),
+                (
+                    "is_release",
+                    models.BooleanField(
+                        default=False, help_text="serverInfo.version changed from the previous snapshot"
+                    ),
+                ),
+                ("tool_count", models.PositiveIntegerField(default=0)),
+                (
+                    "bytes",
+                    models.PositiveIntegerField(
+                        default=0, help_text="UTF-8 bytes of the model-visible tools, compact JSON"
+                    ),
+                ),
+                (
+                    "raw_bytes",
+                    models.PositiveIntegerField(
+                        default=0, help_text="UTF-8 bytes of the raw tools as received"
+                    ),
+                ),
+                ("encoding", models.CharField(default="cl100k_base", max_length=40)),
+                ("fixed_tax_tokens", models.PositiveIntegerField(default=0)),
+                ("overhead_tokens", models.IntegerField(default=0)),
+                ("instructions_tokens", models.PositiveIntegerField(default=0)),
+                ("instructions", models.TextField(blank=True)),
+                (
+                    "tokens_by_encoding",
+                    models.JSONField(
+                        blank=True,
+                        default=dict,
+                        help_text='{"o200k_base": {"fixed_tax_tokens": N, "instructions_tokens": M}}',
+                    ),
+                ),
+                ("prompts_count", models.IntegerField(blank=True, null=True)),
+                ("resources_count", models.IntegerField(blank=True, null=True)),
+                ("findings", models.JSONField(blank=True, default=list)),
+                ("limits", models.JSONField(blank=True, default=dict)),
+                (
+                    "previous",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="dashboard.snapshot",
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="snapshots",
+                        to="dashboard.mcpserver",
+                    ),
+                ),
+                (
+                    "document",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="snapshots",
+                        to="dashboard.toolsdocument",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-first_seen', '-pk'],
+                "ordering": ["-first_seen", "-pk"],
             },
         ),
         migrations.AddField(
-            model_name='mcpserver',
-            name='current_snapshot',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='dashboard.snapshot'),
+            model_name="mcpserver",
+            name="current_snapshot",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="dashboard.snapshot",
+            ),
         ),
         migrations.CreateModel(
-            name='SnapshotTool',
+            name="SnapshotTool",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('position', models.PositiveIntegerField()),
-                ('name', models.CharField(max_length=200)),
-                ('tokens', models.PositiveIntegerField()),
-                ('description_tokens', models.PositiveIntegerField()),
-                ('schema_tokens', models.PositiveIntegerField()),
-                ('sha256', models.CharField(help_text='sha256 of the model-visible tool, to spot changes', max_length=64)),
-                ('snapshot', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tools', to='dashboard.snapshot')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("position", models.PositiveIntegerField()),
+                ("name", models.CharField(max_length=200)),
+                ("tokens", models.PositiveIntegerField()),
+                ("description_tokens", models.PositiveIntegerField()),
+                ("schema_tokens", models.PositiveIntegerField()),
+                (
+                    "sha256",
+                    models.CharField(
+                        help_text="sha256 of the model-visible tool, to spot changes", max_length=64
+                    ),
+                ),
+                (
+                    "snapshot",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tools",
+                        to="dashboard.snapshot",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['snapshot', 'position'],
+                "ordering": ["snapshot", "position"],
             },
         ),
         migrations.CreateModel(
-            name='Stack',
+            name="Stack",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('name', models.CharField(max_length=100)),
-                ('source', models.CharField(blank=True, help_text='The client config file it came from.', max_length=200)),
-                ('unresolved_placeholders', models.JSONField(blank=True, default=list)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('servers', models.ManyToManyField(blank=True, related_name='stacks', to='dashboard.mcpserver')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='stacks', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("code", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "source",
+                    models.CharField(
+                        blank=True, help_text="The client config file it came from.", max_length=200
+                    ),
+                ),
+                ("unresolved_placeholders", models.JSONField(blank=True, default=list)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "servers",
+                    models.ManyToManyField(blank=True, related_name="stacks", to="dashboard.mcpserver"),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="stacks",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Threshold',
+            name="Threshold",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('measure', models.CharField(choices=[('fixed_tax_tokens', 'Fixed tax (tokens)'), ('release_growth_pct', 'Growth per release (%)'), ('release_growth_tokens', 'Growth per release (tokens)'), ('max_tool_tokens', 'Largest single tool (tokens)'), ('instructions_tokens', 'Instructions (tokens)'), ('stack_fixed_tax_tokens', 'Stack fixed tax (tokens)'), ('agent_exact_rate', 'Agent exact-match rate over last N bulk calls (minimum %)'), ('damaged_arrivals', 'Truncated or dropped-element arrivals for a tool'), ('paste_cost_per_day', 'Paste cost per day (USD)')], max_length=40)),
-                ('level', models.CharField(choices=[('warning', 'Warning'), ('error', 'Error')], default='warning', max_length=10)),
-                ('limit', models.FloatField()),
-                ('window', models.PositiveIntegerField(default=50, help_text='For rates: the last N bulk calls.')),
-                ('enabled', models.BooleanField(default=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('server', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='thresholds', to='dashboard.mcpserver')),
-                ('stack', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='thresholds', to='dashboard.stack')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='thresholds', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "measure",
+                    models.CharField(
+                        choices=[
+                            ("fixed_tax_tokens", "Fixed tax (tokens)"),
+                            ("release_growth_pct", "Growth per release (%)"),
+                            ("release_growth_tokens", "Growth per release (tokens)"),
+                            ("max_tool_tokens", "Largest single tool (tokens)"),
+                            ("instructions_tokens", "Instructions (tokens)"),
+                            ("stack_fixed_tax_tokens", "Stack fixed tax (tokens)"),
+                            ("agent_exact_rate", "Agent exact-match rate over last N bulk calls (minimum %)"),
+                            ("damaged_arrivals", "Truncated or dropped-element arrivals for a tool"),
+                            ("paste_cost_per_day", "Paste cost per day (USD)"),
+                        ],
+                        max_length=40,
+                    ),
+                ),
+                (
+                    "level",
+                    models.CharField(
+                        choices=[("warning", "Warning"), ("error", "Error")], default="warning", max_length=10
+                    ),
+                ),
+                ("limit", models.FloatField()),
+                (
+                    "window",
+                    models.PositiveIntegerField(default=50, help_text="For rates: the last N bulk calls."),
+                ),
+                ("enabled", models.BooleanField(default=True)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "server",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="thresholds",
+                        to="dashboard.mcpserver",
+                    ),
+                ),
+                (
+                    "stack",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="thresholds",
+                        to="dashboard.stack",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="thresholds",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['measure', 'level'],
+                "ordering": ["measure", "level"],
             },
         ),
         migrations.CreateModel(
-            name='Alert',
+            name="Alert",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('rule_key', models.CharField(max_length=300)),
-                ('measure', models.CharField(choices=[('fixed_tax_tokens', 'Fixed tax (tokens)'), ('release_growth_pct', 'Growth per release (%)'), ('release_growth_tokens', 'Growth per release (tokens)'), ('max_tool_tokens', 'Largest single tool (tokens)'), ('instructions_tokens', 'Instructions (tokens)'), ('stack_fixed_tax_tokens', 'Stack fixed tax (tokens)'), ('agent_exact_rate', 'Agent exact-match rate over last N bulk calls (minimum %)'), ('damaged_arrivals', 'Truncated or dropped-element arrivals for a tool'), ('paste_cost_per_day', 'Paste cost per day (USD)')], max_length=40)),
-                ('level', models.CharField(choices=[('warning', 'Warning'), ('error', 'Error')], max_length=10)),
-                ('subject_label', models.CharField(help_text='What breached, for people: a server, agent, tool', max_length=300)),
-                ('value', models.FloatField()),
-                ('limit', models.FloatField()),
-                ('message', models.TextField()),
-                ('state', models.CharField(choices=[('active', 'Active'), ('acknowledged', 'Acknowledged'), ('silenced', 'Silenced'), ('resolved', 'Resolved')], db_index=True, default='active', max_length=15)),
-                ('opened_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_evaluated_at', models.DateTimeField(default=django.utils.timezone.now)),
-                ('acknowledged_at', models.DateTimeField(blank=True, null=True)),
-                ('acknowledge_note', models.TextField(blank=True)),
-                ('silenced_until', models.DateTimeField(blank=True, null=True)),
-                ('silenced_until_release', models.BooleanField(default=False)),
-                ('silenced_at_version', models.CharField(blank=True, max_length=100)),
-                ('resolved_at', models.DateTimeField(blank=True, null=True)),
-                ('acknowledged_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='dashboard.team')),
-                ('server', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='dashboard.mcpserver')),
-                ('resolved_snapshot', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='dashboard.snapshot')),
-                ('snapshot', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='alerts_opened', to='dashboard.snapshot')),
-                ('stack', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='alerts', to='dashboard.stack')),
-                ('threshold', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='alerts', to='dashboard.threshold')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("code", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                ("rule_key", models.CharField(max_length=300)),
+                (
+                    "measure",
+                    models.CharField(
+                        choices=[
+                            ("fixed_tax_tokens", "Fixed tax (tokens)"),
+                            ("release_growth_pct", "Growth per release (%)"),
+                            ("release_growth_tokens", "Growth per release (tokens)"),
+                            ("max_tool_tokens", "Largest single tool (tokens)"),
+                            ("instructions_tokens", "Instructions (tokens)"),
+                            ("stack_fixed_tax_tokens", "Stack fixed tax (tokens)"),
+                            ("agent_exact_rate", "Agent exact-match rate over last N bulk calls (minimum %)"),
+                            ("damaged_arrivals", "Truncated or dropped-element arrivals for a tool"),
+                            ("paste_cost_per_day", "Paste cost per day (USD)"),
+                        ],
+                        max_length=40,
+                    ),
+                ),
+                (
+                    "level",
+                    models.CharField(choices=[("warning", "Warning"), ("error", "Error")], max_length=10),
+                ),
+                (
+                    "subject_label",
+                    models.CharField(
+                        help_text="What breached, for people: a server, agent, tool", max_length=300
+                    ),
+                ),
+                ("value", models.FloatField()),
+                ("limit", models.FloatField()),
+                ("message", models.TextField()),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("active", "Active"),
+                            ("acknowledged", "Acknowledged"),
+                            ("silenced", "Silenced"),
+                            ("resolved", "Resolved"),
+                        ],
+                        db_index=True,
+                        default="active",
+                        max_length=15,
+                    ),
+                ),
+                ("opened_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_evaluated_at", models.DateTimeField(default=django.utils.timezone.now)),
+                ("acknowledged_at", models.DateTimeField(blank=True, null=True)),
+                ("acknowledge_note", models.TextField(blank=True)),
+                ("silenced_until", models.DateTimeField(blank=True, null=True)),
+                ("silenced_until_release", models.BooleanField(default=False)),
+                ("silenced_at_version", models.CharField(blank=True, max_length=100)),
+                ("resolved_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "acknowledged_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alerts",
+                        to="dashboard.team",
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alerts",
+                        to="dashboard.mcpserver",
+                    ),
+                ),
+                (
+                    "resolved_snapshot",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="dashboard.snapshot",
+                    ),
+                ),
+                (
+                    "snapshot",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="alerts_opened",
+                        to="dashboard.snapshot",
+                    ),
+                ),
+                (
+                    "stack",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="alerts",
+                        to="dashboard.stack",
+                    ),
+                ),
+                (
+                    "threshold",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="alerts",
+                        to="dashboard.threshold",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-opened_at', '-pk'],
+                "ordering": ["-opened_at", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='PollRun',
+            name="PollRun",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('started', models.DateTimeField(default=django.utils.timezone.now)),
-                ('duration_ms', models.PositiveIntegerField(default=0)),
-                ('outcome', models.CharField(choices=[('ok', 'OK'), ('timeout', 'Timed out'), ('refused_too_large', 'Refused: tools/list too large'), ('protocol_error', 'Protocol error'), ('connect_error', 'Connection failed'), ('crashed', 'Crashed')], max_length=20)),
-                ('message', models.TextField(blank=True)),
-                ('changed', models.BooleanField(default=False, help_text='This poll started a new snapshot')),
-                ('trigger', models.CharField(default='schedule', max_length=20)),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='poll_runs', to='dashboard.mcpserver')),
-                ('snapshot', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='poll_runs', to='dashboard.snapshot')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("started", models.DateTimeField(default=django.utils.timezone.now)),
+                ("duration_ms", models.PositiveIntegerField(default=0)),
+                (
+                    "outcome",
+                    models.CharField(
+                        choices=[
+                            ("ok", "OK"),
+                            ("timeout", "Timed out"),
+                            ("refused_too_large", "Refused: tools/list too large"),
+                            ("protocol_error", "Protocol error"),
+                            ("connect_error", "Connection failed"),
+                            ("crashed", "Crashed"),
+                        ],
+                        max_length=20,
+                    ),
+                ),
+                ("message", models.TextField(blank=True)),
+                ("changed", models.BooleanField(default=False, help_text="This poll started a new snapshot")),
+                ("trigger", models.CharField(default="schedule", max_length=20)),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="poll_runs",
+                        to="dashboard.mcpserver",
+                    ),
+                ),
+                (
+                    "snapshot",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="poll_runs",
+                        to="dashboard.snapshot",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-started', '-pk'],
-                'indexes': [models.Index(fields=['server', '-started'], name='pollrun_server_recent')],
+                "ordering": ["-started", "-pk"],
+                "indexes": [models.Index(fields=["server", "-started"], name="pollrun_server_recent")],
             },
         ),
         migrations.AddConstraint(
-            model_name='mcpserver',
-            constraint=models.UniqueConstraint(fields=('team', 'name'), name='unique_server_name_per_team'),
+            model_name="mcpserver",
+            constraint=models.UniqueConstraint(fields=("team", "name"), name="unique_server_name_per_team"),
         ),
         migrations.AddConstraint(
-            model_name='snapshottool',
-            constraint=models.UniqueConstraint(fields=('snapshot', 'position'), name='unique_tool_position'),
+            model_name="snapshottool",
+            constraint=models.UniqueConstraint(fields=("snapshot", "position"), name="unique_tool_position"),
         ),
         migrations.AddConstraint(
-            model_name='stack',
-            constraint=models.UniqueConstraint(fields=('team', 'name'), name='unique_stack_name_per_team'),
+            model_name="stack",
+            constraint=models.UniqueConstraint(fields=("team", "name"), name="unique_stack_name_per_team"),
         ),
         migrations.AddIndex(
-            model_name='alert',
-            index=models.Index(fields=['team', 'state'], name='alert_team_state'),
+            model_name="alert",
+            index=models.Index(fields=["team", "state"], name="alert_team_state"),
         ),
         migrations.AddConstraint(
-            model_name='alert',
-            constraint=models.UniqueConstraint(condition=models.Q(('state__in', ['active', 'acknowledged', 'silenced'])), fields=('team', 'rule_key'), name='one_open_alert_per_rule'),
+            model_name="alert",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("state__in", ["active", "acknowledged", "silenced"])),
+                fields=("team", "rule_key"),
+                name="one_open_alert_per_rule",
+            ),
         ),
         migrations.AddIndex(
-            model_name='snapshot',
-            index=models.Index(fields=['server', '-first_seen'], name='snapshot_server_recent'),
+            model_name="snapshot",
+            index=models.Index(fields=["server", "-first_seen"], name="snapshot_server_recent"),
         ),
     ]

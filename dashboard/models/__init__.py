@@ -1,6 +1,16 @@
 """Dashboard models, one module per concept; import them here so Django finds them."""
 
 from dashboard.models.alerts import Alert, AlertState, Level, Measure, Threshold
+from dashboard.models.notify import (
+    AttemptStatus,
+    Channel,
+    ChannelKind,
+    Delivery,
+    DeliveryStatus,
+    EventKind,
+    Notification,
+    NotificationEvent,
+)
 from dashboard.models.servers import (
     McpServer,
     PollOutcome,
@@ -18,6 +28,14 @@ __all__ = [
     "Alert",
     "AlertState",
     "ApiToken",
+    "AttemptStatus",
+    "Channel",
+    "ChannelKind",
+    "Delivery",
+    "DeliveryStatus",
+    "EventKind",
+    "Notification",
+    "NotificationEvent",
     "Level",
     "Measure",
     "Threshold",

@@ -149,3 +149,40 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+    def acknowledge(self, user, note: str = "") -> bool:
+        """Someone has seen it: no more reminders, but it stays open until the value is back under."""
+        if self.state not in (AlertState.ACTIVE, AlertState.SILENCED):
+            return False
+        self.state = AlertState.ACKNOWLEDGED
+        self.acknowledged_by = user
+        self.acknowledged_at = timezone.now()
+        self.acknowledge_note = note[:2000]
+        self.save(update_fields=["state", "acknowledged_by", "acknowledged_at", "acknowledge_note"])
+        return True
+
+    def silence(self, *, until=None, until_release: bool = False) -> bool:
+        """Mute notifications until a date, or until the server ships a new release."""
+        if not self.is_open or (until is None and not until_release):
+            return False
+        self.state = AlertState.SILENCED
+        self.silenced_until = until
+        self.silenced_until_release = until_release
+        current = self.server.current_snapshot if self.server_id else None
+        self.silenced_at_version = (current.server_version if current else "")[:100]
+        self.save(update_fields=["state", "silenced_until", "silenced_until_release", "silenced_at_version"])
+        return True
+
+    def silence_expired(self, snapshot: Snapshot | None = None, now=None) -> bool:
+        """A silenced alert wakes up when its date passes or a new release arrives."""
+        if self.state != AlertState.SILENCED:
+            return False
+        now = now or timezone.now()
+        if self.silenced_until is not None and self.silenced_until <= now:
+            return True
+        return bool(
+            self.silenced_until_release
+            and snapshot is not None
+            and snapshot.is_release
+            and snapshot.server_version != self.silenced_at_version
+        )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from datetime import timedelta
 
@@ -78,6 +79,29 @@ class McpServer(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    RUNTIME_FIELDS = frozenset(
+        {
+            "next_poll_at",
+            "polling_since",
+            "consecutive_failures",
+            "last_poll_at",
+            "last_outcome",
+            "last_error",
+            "current_snapshot",
+        }
+    )
+
+    def save(self, *args, **kwargs) -> None:
+        # A form or command holding an old copy must not undo what a worker wrote meanwhile:
+        # the scheduling state is written only by dashboard.polling's conditional updates.
+        if self.pk and not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [
+                f.name
+                for f in self._meta.concrete_fields
+                if not f.primary_key and f.name not in self.RUNTIME_FIELDS
+            ]
+        super().save(*args, **kwargs)
+
     @property
     def endpoint(self) -> str:
         if self.transport == Transport.STDIO:
@@ -118,14 +142,31 @@ class Stack(models.Model):
 
 
 class ToolsDocument(models.Model):
-    """The raw tools JSON exactly as a server sent it, stored once per distinct sha256."""
+    """The raw tools JSON exactly as a server sent it, stored once per distinct sha256.
+
+    Kept as text, not a JSON column: PostgreSQL's jsonb reorders object keys, and the key order
+    is part of what the server sent (and of the snapshot's identity).
+    """
 
     sha256 = models.CharField(max_length=64, unique=True)
-    raw = models.JSONField()
+    raw_json = models.TextField(help_text="canonical(tools) exactly as received")
     created = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
         return self.sha256[:12]
+
+    @property
+    def raw(self) -> list[dict]:
+        cached = getattr(self, "_raw_cache", None)
+        if cached is None:
+            cached = self._raw_cache = json.loads(self.raw_json)
+        return cached
+
+    @classmethod
+    def store(cls, sha256: str, tools: list[dict]) -> ToolsDocument:
+        text = json.dumps(tools, separators=(",", ":"), ensure_ascii=False)
+        document, _ = cls.objects.get_or_create(sha256=sha256, defaults={"raw_json": text})
+        return document
 
 
 class Snapshot(models.Model):

@@ -28,10 +28,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--json", action="store_true", help="Print a JSON summary.")
+        parser.add_argument("--skip-servers", action="store_true", help="Only the user and team.")
 
     def handle(self, *args, **options):
+        from dashboard.demo import build_history, ensure_demo_budgets, ensure_example_servers
+
         user, team = ensure_demo_user_and_team()
-        summary = {"username": DEMO_USERNAME, "password": DEMO_PASSWORD, "team": team.slug}
+        summary = {"username": DEMO_USERNAME, "password": DEMO_PASSWORD, "team": team.slug, "snapshots": 0}
+        # Budgets first, so every historical snapshot gets its limits (the chart's band) and alerts.
+        ensure_demo_budgets(team)
+        if not options["skip_servers"]:
+            for server in ensure_example_servers(team, owner=user):
+                summary["snapshots"] += build_history(server)
+            from ingest.demo import build_capture_demo
+
+            capture = build_capture_demo(team)  # real agents through the logging proxy, ingested
+            summary["captured_calls"] = capture.calls_stored if capture else 0
         if options["json"]:
             self.stdout.write(json.dumps(summary))
         else:

@@ -1,0 +1,71 @@
+import json
+import shlex
+
+from django.core.management.base import BaseCommand, CommandError
+
+from dashboard.models import McpServer, Team, Transport
+
+
+class Command(BaseCommand):
+    help = "Register an MCP server for a team (stdio command or Streamable HTTP / SSE URL)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--name", required=True)
+        how = parser.add_mutually_exclusive_group(required=True)
+        how.add_argument("--stdio", help='The command line, e.g. "python -m examples.servers.lean"')
+        how.add_argument("--url", help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8765/mcp")
+        how.add_argument("--sse", help="Legacy SSE endpoint")
+        parser.add_argument("--team", help="Team slug (default: the only team)")
+        parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for a stdio server")
+        parser.add_argument("--header", action="append", default=[], help="Name: value for an HTTP server")
+        parser.add_argument("--cwd", default="")
+        parser.add_argument("--interval", type=int, default=None, help="Poll interval in seconds")
+        parser.add_argument("--json", action="store_true")
+
+    def handle(self, *args, **opts):
+        team = _team(opts["team"])
+        if McpServer.objects.filter(team=team, name=opts["name"]).exists():
+            raise CommandError(f"team {team.slug} already has a server named {opts['name']!r}")
+        fields = {"cwd": opts["cwd"]}
+        if opts["stdio"]:
+            parts = shlex.split(opts["stdio"])
+            if not parts:
+                raise CommandError("--stdio needs a command")
+            fields.update(transport=Transport.STDIO, command=parts[0], args=parts[1:])
+            fields["env"] = dict(_pair(e, "=", "--env") for e in opts["env"])
+        else:
+            fields.update(
+                transport=Transport.HTTP if opts["url"] else Transport.SSE, url=opts["url"] or opts["sse"]
+            )
+            fields["headers"] = dict(_pair(h, ":", "--header") for h in opts["header"])
+        if opts["interval"]:
+            fields["poll_interval_seconds"] = opts["interval"]
+        server = McpServer.objects.create(team=team, name=opts["name"], **fields)
+        out = {
+            "name": server.name,
+            "team": team.slug,
+            "transport": server.transport,
+            "endpoint": server.endpoint,
+        }
+        self.stdout.write(
+            json.dumps(out) if opts["json"] else f"Registered {server.name} ({server.endpoint})"
+        )
+
+
+def _pair(text: str, sep: str, flag: str) -> tuple[str, str]:
+    if sep not in text:
+        raise CommandError(f"{flag} expects NAME{sep}VALUE, got {text!r}")
+    key, value = text.split(sep, 1)
+    return key.strip(), value.strip()
+
+
+def _team(slug: str | None) -> Team:
+    if slug:
+        team = Team.objects.filter(slug=slug).first()
+        if team is None:
+            raise CommandError(f"no team with slug {slug!r}")
+        return team
+    teams = list(Team.objects.all()[:2])
+    if len(teams) != 1:
+        raise CommandError("--team is required when there is not exactly one team")
+    return teams[0]

@@ -1,0 +1,160 @@
+"""Demo capture data: real MCP traffic, really captured and ingested.
+
+Three agents (different ``clientInfo``) drive the official SDK client through the logging proxy
+(``python -m ingest.proxy``, stdio) to the lean and the sprawling example servers and paste
+documents as tool arguments: exact copies, a dropped final newline, CRLF turned into LF, a
+truncated copy, an edited one, an ``expected_sha256`` the paste does not match (the lean server
+refuses it with ``isError``), and reference calls by ``path``. The proxy's log is then ingested
+into the team like any other log, so the ingest and fidelity pages have something true to show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from django.conf import settings
+from mcp import Client, StdioServerParameters
+from mcp_types import Implementation
+
+from dashboard.models import Team
+from ingest.models import IngestJob
+from ingest.pipeline import ingest_path
+
+logger = logging.getLogger(__name__)
+
+DEMO_LOG_NAME = "demo-proxy-capture.jsonl"
+# Server labels match the demo's registered servers (dashboard.demo), so calls link to them.
+LEAN, SPRAWL = "files-lean", "files-sprawl"
+MODULES = {LEAN: "examples.servers.lean", SPRAWL: "examples.servers.sprawling"}
+
+
+def _skill_doc() -> str:
+    sections = []
+    for i in range(1, 41):
+        sections.append(
+            f"## Step {i}\n\nRun the check for part {i}; if it fails, read the log, fix the cause and run it "
+            f"again. Never skip step {i} — the release notes (café, naïve, ✓) depend on it.\n"
+        )
+    return "# Release skill\n\n" + "\n".join(sections)
+
+
+def _csv() -> str:
+    rows = ["id,name,qty"] + [f"{i},item-{i},{i * 3}" for i in range(1, 400)]
+    return "\r\n".join(rows) + "\r\n"
+
+
+def sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Paste:
+    tool: str
+    arguments: dict
+    meta: dict | None = None
+
+
+def _scripts(doc: str, csv: str) -> list[tuple[Implementation, str, list[Paste]]]:
+    doc_sha, csv_sha = sha256(doc), sha256(csv)
+    cut = doc[: len(doc) * 3 // 5]
+    edited = doc.replace("Step 17", "Step seventeen", 1)
+    claude = Implementation(name="claude-code", version="2.0.14")
+    codex = Implementation(name="codex-mcp-client", title="Codex", version="0.46.0")
+    gemini = Implementation(name="gemini-cli-mcp-client", version="0.9.0")
+    return [
+        (
+            claude,
+            LEAN,
+            [
+                Paste("write", {"target": "skill.md", "content": doc, "expected_sha256": doc_sha}),  # exact
+                Paste("write", {"target": "skill-2.md", "content": doc.rstrip("\n")}, {"sha256": doc_sha}),
+                Paste("write", {"target": "skill-3.md", "path": "skill.md"}),  # by reference
+                Paste(
+                    "write", {"target": "skill-4.md", "content": edited, "expected_sha256": doc_sha}
+                ),  # refused
+            ],
+        ),
+        (
+            codex,
+            SPRAWL,
+            [
+                Paste("write_file", {"path": "notes.md", "content": doc}, {"sha256": doc_sha}),  # exact
+                Paste("write_file", {"path": "notes-2.md", "content": cut}, {"sha256": doc_sha}),  # truncated
+                Paste("write_file", {"path": "notes-3.md", "content": edited}, {"sha256": doc_sha}),  # edited
+                Paste("write_file", {"path": "notes-4.md", "content": doc + "\n"}),  # no expectation given
+            ],
+        ),
+        (
+            gemini,
+            LEAN,
+            [
+                Paste("write", {"target": "stock.csv", "content": csv, "expected_sha256": csv_sha}),  # exact
+                Paste(
+                    "write",
+                    {"target": "stock-lf.csv", "content": csv.replace("\r\n", "\n")},
+                    {"sha256": csv_sha},
+                ),
+                Paste("write", {"target": "stock-copy.csv", "path": "stock.csv"}),  # by reference
+                Paste("write", {"target": "stock-2.csv", "content": csv[:-40], "expected_sha256": csv_sha}),
+            ],
+        ),
+    ]
+
+
+def _through_proxy(label: str, log: Path, root: Path) -> StdioServerParameters:
+    server = [sys.executable, "-m", MODULES[label], "--transport", "stdio", "--root", str(root)]
+    proxy = [sys.executable, "-m", "ingest.proxy", "--server-label", label, "--log", str(log), "--"]
+    return StdioServerParameters(
+        command=proxy[0],
+        args=[*proxy[1:], *server],
+        env={"PYTHONPATH": str(settings.BASE_DIR)},
+        cwd=str(settings.BASE_DIR),
+    )
+
+
+async def _drive(log: Path, root: Path, doc: str, csv: str) -> int:
+    made = 0
+    for client_info, label, pastes in _scripts(doc, csv):
+        with anyio.fail_after(120):
+            async with Client(_through_proxy(label, log, root), client_info=client_info) as client:
+                await client.list_tools()
+                for paste in pastes:
+                    # isError results are part of the story (refused pastes), not failures here.
+                    await client.call_tool(paste.tool, paste.arguments, meta=paste.meta)
+                    made += 1
+    return made
+
+
+def capture_demo_log(directory: Path) -> Path:
+    """Run the scripted agents through the proxy and return the envelope log they produced."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    root = directory / "root"
+    root.mkdir(parents=True)
+    log = directory / DEMO_LOG_NAME
+    doc, csv = _skill_doc(), _csv()
+    # Reference calls copy from files the earlier pastes wrote; the exact pastes come first.
+    anyio.run(_drive, log, root, doc, csv)
+    return log
+
+
+def build_capture_demo(team: Team) -> IngestJob | None:
+    """Capture and ingest the demo traffic once per team; None when it is already there."""
+    if IngestJob.objects.filter(team=team, filename=DEMO_LOG_NAME, status=IngestJob.Status.DONE).exists():
+        return None
+    log = capture_demo_log(Path(settings.VAR_DIR) / "demo-capture")
+    # The documents the agents were asked to paste, so pastes without a stated hash are judged too.
+    from ingest.references import register_upload
+
+    register_upload(team, _skill_doc().encode(), name="release-skill.md", rejudge=False)
+    register_upload(team, _csv().encode(), name="stock.csv", rejudge=False)
+    job = ingest_path(team, log, source=IngestJob.Source.COMMAND)
+    if job.status != IngestJob.Status.DONE:
+        logger.warning("demo capture ingest ended %s: %s", job.status, job.error)
+    return job

@@ -1,0 +1,147 @@
+"""Fetch a reference document by URL the way a careful server would.
+
+- Only allow-listed hosts (GitHub by default); `github.com/<owner>/<repo>/blob/<ref>/<path>` is
+  turned into its raw file URL.
+- Redirects are followed by hand, one hop at a time, and every hop must stay on the list.
+- Private, loopback and link-local addresses are refused unless the operator allows them (the
+  resolved address is checked, not just the name, so a public name pointing inward is refused).
+- The size limit is enforced by reading one byte past it: over the limit is refused, never cut.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+import socket
+from dataclasses import dataclass
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+DEFAULT_ALLOWED_HOSTS = ("github.com", "raw.githubusercontent.com", "gist.githubusercontent.com")
+GITHUB_BLOB = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/blob/(.+)$")
+MAX_REDIRECTS = 5
+
+
+class FetchRefused(Exception):
+    """The URL may not be fetched, or what came back may not be kept. The message says why."""
+
+
+@dataclass(frozen=True)
+class FetchedDocument:
+    url: str
+    final_url: str
+    content: bytes
+    sha256: str
+    bytes: int
+    lines: int
+    content_type: str
+
+
+def normalize_url(url: str) -> str:
+    """GitHub's HTML blob page becomes the raw file it shows."""
+    match = GITHUB_BLOB.match(url.strip())
+    if match:
+        owner, repo, rest = match.groups()
+        return f"https://raw.githubusercontent.com/{owner}/{repo}/{rest}"
+    return url.strip()
+
+
+def host_allowed(host: str, allowed_hosts: tuple[str, ...] | list[str]) -> bool:
+    host = host.lower().rstrip(".")
+    for entry in allowed_hosts:
+        entry = entry.lower().strip()
+        if entry.startswith("*.") and (host == entry[2:] or host.endswith(entry[1:])):
+            return True
+        if host == entry:
+            return True
+    return False
+
+
+def _check_address(host: str, port: int, allow_private: bool) -> None:
+    try:
+        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+    except socket.gaierror as exc:
+        raise FetchRefused(f"cannot resolve {host}: {exc}") from None
+    for info in infos:
+        address = ipaddress.ip_address(info[4][0])
+        inward = (
+            address.is_private
+            or address.is_loopback
+            or address.is_link_local
+            or address.is_reserved
+            or address.is_multicast
+            or address.is_unspecified
+        )
+        if inward and not allow_private:
+            raise FetchRefused(
+                f"{host} resolves to {address}, a private or loopback address; an operator must allow it"
+            )
+
+
+def _check_url(url: str, allowed_hosts, allow_private: bool) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("https", "http"):
+        raise FetchRefused(f"only http(s) URLs can be fetched, not {parts.scheme or 'a relative URL'!r}")
+    if parts.scheme == "http" and not allow_private:
+        raise FetchRefused("plain http is refused; use https")
+    host = parts.hostname or ""
+    if not host_allowed(host, allowed_hosts):
+        raise FetchRefused(f"host {host!r} is not on the allow-list ({', '.join(allowed_hosts)})")
+    _check_address(host, parts.port or (443 if parts.scheme == "https" else 80), allow_private)
+
+
+def count_lines(data: bytes) -> int:
+    if not data:
+        return 0
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+
+
+def fetch_reference(
+    url: str,
+    *,
+    allowed_hosts: tuple[str, ...] | list[str] = DEFAULT_ALLOWED_HOSTS,
+    max_bytes: int = 10 * 1024 * 1024,
+    allow_private: bool = False,
+    timeout: float = 20.0,
+) -> FetchedDocument:
+    """Fetch `url` under the rules above, or raise FetchRefused with the reason."""
+    original = url
+    url = normalize_url(url)
+    with httpx.Client(
+        timeout=timeout, follow_redirects=False, headers={"Accept-Encoding": "identity"}
+    ) as client:
+        for _hop in range(MAX_REDIRECTS + 1):
+            _check_url(url, allowed_hosts, allow_private)
+            with client.stream("GET", url) as response:
+                if response.is_redirect:
+                    location = response.headers.get("location", "")
+                    if not location:
+                        raise FetchRefused(f"{url} redirected without a Location")
+                    url = normalize_url(urljoin(url, location))
+                    continue
+                if response.status_code != 200:
+                    raise FetchRefused(f"{url} answered HTTP {response.status_code}")
+                declared = response.headers.get("content-length")
+                if declared and declared.isdigit() and int(declared) > max_bytes:
+                    raise FetchRefused(f"{url} is {int(declared):,} bytes; the limit is {max_bytes:,}")
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body.extend(chunk)
+                    # One byte past the limit is enough to know it is too large.
+                    if len(body) > max_bytes:
+                        raise FetchRefused(
+                            f"{url} is larger than the limit of {max_bytes:,} bytes; refused, not cut"
+                        )
+                data = bytes(body)
+                return FetchedDocument(
+                    url=original,
+                    final_url=url,
+                    content=data,
+                    sha256=hashlib.sha256(data).hexdigest(),
+                    bytes=len(data),
+                    lines=count_lines(data),
+                    content_type=response.headers.get("content-type", ""),
+                )
+    raise FetchRefused(f"more than {MAX_REDIRECTS} redirects")

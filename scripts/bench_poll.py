@@ -1,0 +1,140 @@
+"""Benchmark the poll cycle: 200 registered Streamable HTTP servers on loopback.
+
+Reports the wall time of one full poll cycle at the configured concurrency (POLL_CONCURRENCY
+threads, standing in for that many Celery worker slots), and the cost of an unchanged poll
+(one sha256, a last_seen update) versus a changed one (tokenize, findings, insert rows).
+
+Run against PostgreSQL (SQLite serializes writers and would measure its lock instead):
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcptax_bench .venv/bin/python scripts/bench_poll.py
+
+Options: --servers N (200), --processes P (20 example server processes behind the N
+registrations), --concurrency C (settings.POLL_CONCURRENCY).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--servers", type=int, default=200)
+    parser.add_argument("--processes", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=None)
+    args = parser.parse_args()
+
+    _ensure_database(os.environ.get("DATABASE_URL", ""))
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.core.management import call_command
+    from django.db import close_old_connections, connection
+
+    from dashboard import tokens
+    from dashboard.mcp_client import fetch_tools_sync
+    from dashboard.models import McpServer, Snapshot, Team, Transport
+    from dashboard.polling import poll_server, record_snapshot, target_for
+    from examples.servers.launch import serve_http
+
+    concurrency = args.concurrency or settings.POLL_CONCURRENCY
+    call_command("migrate", verbosity=0)
+    team, _ = Team.objects.get_or_create(slug="bench-poll", defaults={"name": "bench-poll"})
+    McpServer.objects.filter(team=team).delete()
+
+    print(
+        f"database: {connection.vendor}; servers: {args.servers} registrations over {args.processes} "
+        f"example server processes; concurrency: {concurrency}"
+    )
+    with contextlib.ExitStack() as stack:
+        urls = [
+            stack.enter_context(serve_http("lean" if i % 2 else "sprawling")) for i in range(args.processes)
+        ]
+        servers = [
+            McpServer.objects.create(
+                team=team, name=f"bench-{i:03d}", transport=Transport.HTTP, url=f"{urls[i % len(urls)]}?n={i}"
+            )
+            for i in range(args.servers)
+        ]
+
+        def poll(pk: int):
+            try:
+                return poll_server(pk, trigger="bench")
+            finally:
+                close_old_connections()
+
+        def cycle(label: str) -> list:
+            t0 = time.perf_counter()
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                results = list(pool.map(poll, [s.pk for s in servers]))
+            wall = time.perf_counter() - t0
+            outcomes = statistics.multimode([r.outcome for r in results])
+            durations = sorted(r.duration_ms for r in results)
+            print(
+                f"{label:<28} wall {wall:6.2f} s  ({args.servers / wall:6.1f} polls/s)  "
+                f"per poll p50 {durations[len(durations) // 2]} ms  p95 {durations[int(len(durations) * 0.95)]} ms  "
+                f"changed {sum(r.changed for r in results)}  outcome {outcomes}"
+            )
+            return results
+
+        cycle("cycle 1 (all new)")
+        cycle("cycle 2 (all unchanged)")
+        print(f"snapshots stored: {Snapshot.objects.filter(server__team=team).count()}")
+
+        # The bookkeeping alone, without the network: unchanged (hash) vs changed (tokenize + rows).
+        server = servers[0]
+        result = fetch_tools_sync(
+            target_for(server), connect_timeout=10, total_timeout=30, max_bytes=settings.POLL_MAX_BYTES
+        )
+        n = 50
+        t0 = time.perf_counter()
+        for _ in range(n):
+            record_snapshot(server, result)
+        unchanged = (time.perf_counter() - t0) / n * 1000
+        changed_times = []
+        for i in range(n):
+            variant = [dict(t) for t in result.tools]
+            variant[0]["description"] = f"{variant[0].get('description', '')} rev {i}"
+            result.tools = variant
+            t0 = time.perf_counter()
+            record_snapshot(server, result)
+            changed_times.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        for _ in range(n):
+            tokens.snapshot_sha256(result.tools)
+        hash_only = (time.perf_counter() - t0) / n * 1000
+        print(f"record_snapshot unchanged: {unchanged:7.2f} ms/poll (of which sha256 {hash_only:.2f} ms)")
+        print(
+            f"record_snapshot changed:   {statistics.median(changed_times):7.2f} ms/poll (median of {n}; "
+            f"{len(result.tools)} tools)"
+        )
+        print(f"changed / unchanged: {statistics.median(changed_times) / unchanged:.1f}x")
+    McpServer.objects.filter(team=team).delete()
+
+
+def _ensure_database(url: str) -> None:
+    """Create the benchmark's PostgreSQL database when it does not exist yet."""
+    if not url.startswith(("postgres://", "postgresql://")):
+        return
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+if __name__ == "__main__":
+    main()

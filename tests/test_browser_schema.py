@@ -1,0 +1,182 @@
+"""The schema-tax pages in real headless Chromium: log in, overview, sort, server page, chart axis,
+release diff, poll now. Every request the pages make must stay on the app's own origin."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from datetime import timedelta
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(live_server, monkeypatch):
+    from tests.conftest import need_service
+
+    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM calls
+    # (fixtures, assertions) are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    if not os.path.exists(CHROMIUM):
+        need_service("Debian's chromium is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.set_default_timeout(20_000)
+        foreign: list[str] = []
+        errors: list[str] = []
+        origin = live_server.url
+
+        def on_request(request) -> None:
+            if not (request.url.startswith(origin + "/") or request.url.startswith("data:")):
+                foreign.append(request.url)
+
+        page.on("request", on_request)
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.foreign_requests = foreign
+        page.js_errors = errors
+        yield page
+        browser.close()
+
+
+def _login(page, live_server, username: str, password: str) -> None:
+    page.goto(live_server.url + "/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("form button")
+
+
+def _row_names(page) -> list[str]:
+    return page.eval_on_selector_all(
+        "#servers tbody tr[data-server]", "rows => rows.map(r => r.dataset.server)"
+    )
+
+
+def test_schema_tax_pages_in_chromium(
+    browser_page, live_server, team, alice, polled_example_servers, eager_celery
+):
+    page = browser_page
+    alice.set_password("pw-for-browser-123")
+    alice.save()
+    sprawl, lean = polled_example_servers["files-sprawl"], polled_example_servers["files-lean"]
+    # The demo history was polled seconds ago; age it so a fresh poll is visible as such.
+    from django.utils import timezone
+
+    from dashboard.models import McpServer
+
+    McpServer.objects.filter(team=team).update(last_poll_at=timezone.now() - timedelta(hours=1))
+
+    _login(page, live_server, "alice", "pw-for-browser-123")
+    page.wait_for_url(re.compile(rf"/t/{team.slug}/$"))
+    assert _row_names(page) == ["files-sprawl", "files-lean"]  # largest fixed tax first
+    sprawl_row = page.locator(f"#server-row-{sprawl.pk}")
+    assert f"{sprawl.current_snapshot.fixed_tax_tokens:,}" in sprawl_row.inner_text()
+
+    # Sort by name in place (htmx), then reverse it.
+    page.evaluate("window.__sameDocument = true")
+    page.click("th a[data-sort=name]")
+    page.wait_for_function("() => document.querySelector('th a[data-sort=name] .arrow')")
+    assert _row_names(page) == ["files-lean", "files-sprawl"]
+    page.click("th a[data-sort=name]")
+    page.wait_for_function(
+        "() => document.querySelector('th a[data-sort=name] .arrow').textContent.includes('▼')"
+    )
+    assert _row_names(page) == ["files-sprawl", "files-lean"]
+    assert "sort=-name" in page.url  # pushed, so the sorted view can be shared and reloaded
+    assert page.evaluate("window.__sameDocument") is True
+
+    # Poll now on the lean server: the row updates without a page reload.
+    runs_before = lean.poll_runs.count()
+    lean_row = page.locator(f"#server-row-{lean.pk}")
+    assert "min ago" in lean_row.inner_text() or "h ago" in lean_row.inner_text()
+    lean_row.locator("button", has_text="Poll now").click()
+    page.wait_for_function(
+        f"() => /\\d+ s ago/.test(document.querySelector('#server-row-{lean.pk} .poll-cell').textContent)"
+    )
+    assert page.evaluate("window.__sameDocument") is True
+    assert lean.poll_runs.count() == runs_before + 1
+    assert lean.poll_runs.order_by("-pk").first().trigger == "manual"
+    assert "OK" in page.locator(f"#server-row-{lean.pk} .poll-cell").inner_text()
+
+    # Server page: the chart is drawn by our own plotly.js, with its release markers.
+    page.click(f"#server-row-{sprawl.pk} a.strong")
+    page.wait_for_selector("#tax-chart[data-rendered]")
+    assert page.locator("#tax-chart .scatterlayer .trace").count() >= 2
+    assert "1.5.0" in page.locator("#tax-chart").inner_text()
+    assert page.evaluate("typeof Plotly") == "object"
+    assert page.locator("#findings").is_visible()
+    assert "write_file takes bulk content" in page.content()
+
+    # Switch the x axis to releases: the chart region is swapped in place and redrawn.
+    page.evaluate("window.__sameDocument = true")
+    page.click("#axis-release")
+    page.wait_for_selector("#tax-chart[data-rendered][data-axis=release]")
+    ticks = page.eval_on_selector_all("#tax-chart .xtick text", "ts => ts.map(t => t.textContent)")
+    assert ticks == ["1.4.0", "1.5.0"]
+    assert page.evaluate("window.__sameDocument") is True
+    page.click("#axis-date")
+    page.wait_for_selector("#tax-chart[data-rendered][data-axis=date]")
+
+    # Sort the per-tool breakdown by name in place.
+    page.click("th a[data-tsort=name]")
+    page.wait_for_function("() => document.querySelector('th a[data-tsort=name]').textContent.includes('▼')")
+    names = page.eval_on_selector_all("#tools tbody tr[data-tool]", "rows => rows.map(r => r.dataset.tool)")
+    assert names == sorted(names, reverse=True)
+
+    # Open the grown release's diff from its row in the snapshot history.
+    page.click("#snapshots a:text('diff')")
+    page.wait_for_url(re.compile(r"/diff/\?a=\d+&b=\d+"))
+    summary = page.locator("#diff-summary").inner_text()
+    old = sprawl.snapshots.get(server_version="1.4.0")
+    growth = sprawl.current_snapshot.fixed_tax_tokens - old.fixed_tax_tokens
+    assert f"+{growth:,}" in summary and "4 added" in summary
+    assert page.locator("#added-removed tr.added").count() == 4
+
+    # A release marker on the chart links to the same diff: click the 1.5.0 diamond itself.
+    page.go_back()
+    page.wait_for_selector("#tax-chart[data-rendered]")
+    marker_urls = page.evaluate(
+        "() => document.getElementById('tax-chart').data.find(t => t.name === 'Release').customdata.map(c => c[0])"
+    )
+    assert marker_urls[1].endswith(f"?a={old.pk}&b={sprawl.current_snapshot.pk}")
+    page.locator("#tax-chart").scroll_into_view_if_needed()  # back restores the scroll position
+    box = page.locator("#tax-chart .scatterlayer .trace:last-child .points path").nth(1).bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    # Plotly finds the point from the hover, so move onto it first, as a hand would.
+    page.mouse.move(x - 30, y)
+    page.mouse.move(x, y, steps=5)
+    page.wait_for_function("() => document.querySelector('#tax-chart .hoverlayer .hovertext')")
+    page.mouse.down()
+    page.mouse.up()
+    page.wait_for_url(re.compile(rf"/diff/\?a={old.pk}&b={sprawl.current_snapshot.pk}$"))
+    page.go_back()
+    page.wait_for_selector("#tax-chart[data-rendered]")
+
+    # Poll now from the server page: the status region reports the finished poll in place.
+    page.evaluate("window.__sameDocument = true")
+    page.click("#poll-now")
+    page.wait_for_function("() => /\\d+ s ago/.test(document.querySelector('#poll-state').textContent)")
+    assert page.evaluate("window.__sameDocument") is True
+    # The page's other regions refresh themselves once the poll is done.
+    page.wait_for_selector("#polls tbody tr td:text-is('manual')")
+    page.wait_for_selector("#tax-chart[data-rendered]")
+    assert page.locator("#status-region a", has_text="Edit").count() == 1
+    assert page.evaluate("window.__sameDocument") is True
+
+    page.screenshot(path="/tmp/shots/browser-server.png", full_page=True)
+    assert page.foreign_requests == [], f"requests outside the app's origin: {page.foreign_requests}"
+    assert page.js_errors == []
