@@ -15,7 +15,9 @@ app = Celery("mcp_tax")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
 app.conf.update(
-    task_queues=[Queue("poll"), Queue("ingest"), Queue("notify"), Queue("celery")],
+    # Each queue needs its own routing key: left out, Celery binds every queue with the default
+    # key "celery" on the same direct exchange, and one message would land in all of them.
+    task_queues=[Queue(name, routing_key=name) for name in ("poll", "ingest", "notify", "celery")],
     task_default_queue="celery",
     task_routes={
         "dashboard.tasks.poll_server": {"queue": "poll"},

@@ -315,6 +315,11 @@ def main() -> None:
             "calls-region",
         ),
         (
+            "agent call list, verdict=exact (htmx)",
+            reverse("fidelity_agent", args=[team.slug, family]) + "?verdict=exact",
+            "calls-region",
+        ),
+        (
             "agent call list, page 200 (htmx)",
             reverse("fidelity_agent", args=[team.slug, family]) + "?page=200",
             "calls-region",

@@ -314,6 +314,10 @@ def test_real_worker_polls_and_survives_a_hanging_server(
     while time.monotonic() < deadline and PollRun.objects.filter(server=good).count() < 2:
         time.sleep(0.5)
     assert PollRun.objects.filter(server=good, outcome="ok").count() == 2
+    # Each message is delivered to one queue only: a mis-bound queue set would run it again.
+    time.sleep(3)
+    assert PollRun.objects.filter(server=good).count() == 2
+    assert PollRun.objects.filter(server=hang).count() == 1
 
 
 def test_raw_tools_keep_the_servers_key_order_in_storage(team):
