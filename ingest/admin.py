@@ -35,7 +35,15 @@ class BulkArgumentInline(admin.TabularInline):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(admin.ModelAdmin):
-    list_display = ["server_label", "tool", "agent", "request_ts", "bulk_count", "is_reference_call", "is_error"]
+    list_display = [
+        "server_label",
+        "tool",
+        "agent",
+        "request_ts",
+        "bulk_count",
+        "is_reference_call",
+        "is_error",
+    ]
     list_filter = ["team", "source_format", "is_reference_call"]
     search_fields = ["tool", "server_label", "client_call_id", "dedupe_key"]
     raw_id_fields = ["job", "session", "agent", "server", "linked_call"]

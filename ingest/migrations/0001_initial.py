@@ -8,260 +8,539 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('dashboard', '0003_channel_notificationevent_delivery_notification_and_more'),
+        ("dashboard", "0003_channel_notificationevent_delivery_notification_and_more"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Agent',
+            name="Agent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('family', models.CharField(db_index=True, max_length=60)),
-                ('name', models.CharField(max_length=200)),
-                ('version', models.CharField(blank=True, max_length=100)),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('first_seen', models.DateTimeField(default=django.utils.timezone.now)),
-                ('last_seen', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='agents', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("family", models.CharField(db_index=True, max_length=60)),
+                ("name", models.CharField(max_length=200)),
+                ("version", models.CharField(blank=True, max_length=100)),
+                ("title", models.CharField(blank=True, max_length=200)),
+                ("first_seen", models.DateTimeField(default=django.utils.timezone.now)),
+                ("last_seen", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="agents",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['family', 'name', 'version'],
+                "ordering": ["family", "name", "version"],
             },
         ),
         migrations.CreateModel(
-            name='BulkContent',
+            name="BulkContent",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('sha256', models.CharField(max_length=64)),
-                ('bytes', models.PositiveBigIntegerField()),
-                ('is_array', models.BooleanField(default=False)),
-                ('text', models.TextField()),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='bulk_contents', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("sha256", models.CharField(max_length=64)),
+                ("bytes", models.PositiveBigIntegerField()),
+                ("is_array", models.BooleanField(default=False)),
+                ("text", models.TextField()),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="bulk_contents",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='CaptureSession',
+            name="CaptureSession",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('format', models.CharField(max_length=20)),
-                ('session_key', models.CharField(max_length=300)),
-                ('server_label', models.CharField(blank=True, max_length=200)),
-                ('first_ts', models.DateTimeField(blank=True, null=True)),
-                ('last_ts', models.DateTimeField(blank=True, null=True)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='sessions', to='ingest.agent')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='capture_sessions', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("format", models.CharField(max_length=20)),
+                ("session_key", models.CharField(max_length=300)),
+                ("server_label", models.CharField(blank=True, max_length=200)),
+                ("first_ts", models.DateTimeField(blank=True, null=True)),
+                ("last_ts", models.DateTimeField(blank=True, null=True)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="sessions",
+                        to="ingest.agent",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="capture_sessions",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='IngestJob',
+            name="IngestJob",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('code', models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
-                ('source', models.CharField(choices=[('upload', 'Upload'), ('watch', 'Watched folder'), ('api', 'API'), ('command', 'Command')], max_length=10)),
-                ('filename', models.CharField(blank=True, max_length=500)),
-                ('path', models.CharField(blank=True, help_text='Where the input is kept on disk', max_length=1000)),
-                ('format', models.CharField(blank=True, max_length=20)),
-                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('done', 'Done'), ('failed', 'Failed')], db_index=True, default='queued', max_length=10)),
-                ('total_bytes', models.PositiveBigIntegerField(default=0)),
-                ('bytes_done', models.PositiveBigIntegerField(default=0)),
-                ('lines_read', models.PositiveBigIntegerField(default=0)),
-                ('stored', models.PositiveBigIntegerField(default=0)),
-                ('duplicate', models.PositiveBigIntegerField(default=0)),
-                ('ignored', models.PositiveBigIntegerField(default=0)),
-                ('quarantined', models.PositiveBigIntegerField(default=0)),
-                ('calls_stored', models.PositiveBigIntegerField(default=0)),
-                ('ignored_reasons', models.JSONField(blank=True, default=dict)),
-                ('verdict_counts', models.JSONField(blank=True, default=dict)),
-                ('watermark', models.PositiveBigIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('started', models.DateTimeField(blank=True, null=True)),
-                ('finished', models.DateTimeField(blank=True, null=True)),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='ingest_jobs', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("code", models.UUIDField(default=uuid.uuid4, editable=False, unique=True)),
+                (
+                    "source",
+                    models.CharField(
+                        choices=[
+                            ("upload", "Upload"),
+                            ("watch", "Watched folder"),
+                            ("api", "API"),
+                            ("command", "Command"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("filename", models.CharField(blank=True, max_length=500)),
+                (
+                    "path",
+                    models.CharField(
+                        blank=True, help_text="Where the input is kept on disk", max_length=1000
+                    ),
+                ),
+                ("format", models.CharField(blank=True, max_length=20)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "Queued"),
+                            ("running", "Running"),
+                            ("done", "Done"),
+                            ("failed", "Failed"),
+                        ],
+                        db_index=True,
+                        default="queued",
+                        max_length=10,
+                    ),
+                ),
+                ("total_bytes", models.PositiveBigIntegerField(default=0)),
+                ("bytes_done", models.PositiveBigIntegerField(default=0)),
+                ("lines_read", models.PositiveBigIntegerField(default=0)),
+                ("stored", models.PositiveBigIntegerField(default=0)),
+                ("duplicate", models.PositiveBigIntegerField(default=0)),
+                ("ignored", models.PositiveBigIntegerField(default=0)),
+                ("quarantined", models.PositiveBigIntegerField(default=0)),
+                ("calls_stored", models.PositiveBigIntegerField(default=0)),
+                ("ignored_reasons", models.JSONField(blank=True, default=dict)),
+                ("verdict_counts", models.JSONField(blank=True, default=dict)),
+                ("watermark", models.PositiveBigIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                ("started", models.DateTimeField(blank=True, null=True)),
+                ("finished", models.DateTimeField(blank=True, null=True)),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="ingest_jobs",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created', '-pk'],
+                "ordering": ["-created", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='LineRecord',
+            name="LineRecord",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('line_no', models.PositiveBigIntegerField()),
-                ('status', models.CharField(choices=[('stored', 'Stored'), ('duplicate', 'Duplicate'), ('ignored', 'Ignored'), ('quarantined', 'Quarantined')], max_length=12)),
-                ('reason', models.CharField(blank=True, max_length=200)),
-                ('raw', models.TextField(blank=True)),
-                ('raw_bytes', models.PositiveBigIntegerField(default=0)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='line_records', to='ingest.ingestjob')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("line_no", models.PositiveBigIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("stored", "Stored"),
+                            ("duplicate", "Duplicate"),
+                            ("ignored", "Ignored"),
+                            ("quarantined", "Quarantined"),
+                        ],
+                        max_length=12,
+                    ),
+                ),
+                ("reason", models.CharField(blank=True, max_length=200)),
+                ("raw", models.TextField(blank=True)),
+                ("raw_bytes", models.PositiveBigIntegerField(default=0)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="line_records",
+                        to="ingest.ingestjob",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="dashboard.team"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', 'line_no'],
+                "ordering": ["job", "line_no"],
             },
         ),
         migrations.CreateModel(
-            name='TeamCaptureSettings',
+            name="TeamCaptureSettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('keep_bulk_content', models.BooleanField(default=True)),
-                ('content_retention_days', models.PositiveIntegerField(default=30)),
-                ('max_content_bytes', models.PositiveBigIntegerField(default=10485760)),
-                ('team', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='capture_settings', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("keep_bulk_content", models.BooleanField(default=True)),
+                ("content_retention_days", models.PositiveIntegerField(default=30)),
+                ("max_content_bytes", models.PositiveBigIntegerField(default=10485760)),
+                (
+                    "team",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="capture_settings",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='ToolCall',
+            name="ToolCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('dedupe_key', models.CharField(max_length=64)),
-                ('source_format', models.CharField(max_length=20)),
-                ('server_label', models.CharField(blank=True, max_length=200)),
-                ('tool', models.CharField(max_length=200)),
-                ('jsonrpc_id', models.CharField(blank=True, max_length=100)),
-                ('client_call_id', models.CharField(blank=True, db_index=True, max_length=200)),
-                ('claudecode_tool_use_id', models.CharField(blank=True, db_index=True, max_length=200)),
-                ('counts_in_rollups', models.BooleanField(default=True)),
-                ('request_ts', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('response_ts', models.DateTimeField(blank=True, null=True)),
-                ('duration_ms', models.FloatField(blank=True, null=True)),
-                ('argument_bytes', models.PositiveBigIntegerField(default=0)),
-                ('argument_sha256', models.CharField(max_length=64)),
-                ('is_error', models.BooleanField(null=True)),
-                ('jsonrpc_error', models.JSONField(blank=True, null=True)),
-                ('output_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('turn_output_tokens', models.PositiveIntegerField(blank=True, null=True)),
-                ('is_reference_call', models.BooleanField(default=False)),
-                ('reference_key', models.CharField(blank=True, max_length=60)),
-                ('reference_value', models.TextField(blank=True)),
-                ('bulk_count', models.PositiveIntegerField(default=0)),
-                ('server_reported_sha256', models.CharField(blank=True, max_length=64)),
-                ('capture_truncated', models.BooleanField(default=False)),
-                ('redacted', models.BooleanField(default=False)),
-                ('unanswered', models.BooleanField(default=False)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('agent', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='calls', to='ingest.agent')),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='calls', to='ingest.ingestjob')),
-                ('linked_call', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='ingest.toolcall')),
-                ('server', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tool_calls', to='dashboard.mcpserver')),
-                ('session', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='calls', to='ingest.capturesession')),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tool_calls', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("dedupe_key", models.CharField(max_length=64)),
+                ("source_format", models.CharField(max_length=20)),
+                ("server_label", models.CharField(blank=True, max_length=200)),
+                ("tool", models.CharField(max_length=200)),
+                ("jsonrpc_id", models.CharField(blank=True, max_length=100)),
+                ("client_call_id", models.CharField(blank=True, db_index=True, max_length=200)),
+                ("claudecode_tool_use_id", models.CharField(blank=True, db_index=True, max_length=200)),
+                ("counts_in_rollups", models.BooleanField(default=True)),
+                ("request_ts", models.DateTimeField(blank=True, db_index=True, null=True)),
+                ("response_ts", models.DateTimeField(blank=True, null=True)),
+                ("duration_ms", models.FloatField(blank=True, null=True)),
+                ("argument_bytes", models.PositiveBigIntegerField(default=0)),
+                ("argument_sha256", models.CharField(max_length=64)),
+                ("is_error", models.BooleanField(null=True)),
+                ("jsonrpc_error", models.JSONField(blank=True, null=True)),
+                ("output_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("turn_output_tokens", models.PositiveIntegerField(blank=True, null=True)),
+                ("is_reference_call", models.BooleanField(default=False)),
+                ("reference_key", models.CharField(blank=True, max_length=60)),
+                ("reference_value", models.TextField(blank=True)),
+                ("bulk_count", models.PositiveIntegerField(default=0)),
+                ("server_reported_sha256", models.CharField(blank=True, max_length=64)),
+                ("capture_truncated", models.BooleanField(default=False)),
+                ("redacted", models.BooleanField(default=False)),
+                ("unanswered", models.BooleanField(default=False)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "agent",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="calls",
+                        to="ingest.agent",
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="calls",
+                        to="ingest.ingestjob",
+                    ),
+                ),
+                (
+                    "linked_call",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="ingest.toolcall",
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tool_calls",
+                        to="dashboard.mcpserver",
+                    ),
+                ),
+                (
+                    "session",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="calls",
+                        to="ingest.capturesession",
+                    ),
+                ),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tool_calls",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-request_ts', '-pk'],
+                "ordering": ["-request_ts", "-pk"],
             },
         ),
         migrations.CreateModel(
-            name='BulkArgument',
+            name="BulkArgument",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('pointer', models.CharField(max_length=500)),
-                ('kind', models.CharField(max_length=10)),
-                ('bytes', models.PositiveBigIntegerField()),
-                ('lines', models.PositiveIntegerField(default=0)),
-                ('sha256', models.CharField(db_index=True, max_length=64)),
-                ('tokens', models.PositiveIntegerField(default=0)),
-                ('ends_with_newline', models.BooleanField(default=False)),
-                ('crlf_count', models.PositiveIntegerField(default=0)),
-                ('elements', models.PositiveIntegerField(blank=True, null=True)),
-                ('capture_truncated', models.BooleanField(default=False)),
-                ('verdict', models.CharField(blank=True, choices=[('exact', 'Exact'), ('newline_only', 'Newline only'), ('line_endings', 'Line endings'), ('whitespace_only', 'Whitespace only'), ('truncated', 'Truncated'), ('elements_dropped', 'Elements dropped'), ('mutated', 'Mutated'), ('mismatch', 'Mismatch'), ('unverifiable', 'Unverifiable'), ('capture_truncated', 'Capture truncated')], db_index=True, max_length=20)),
-                ('expected_sha256', models.CharField(blank=True, db_index=True, max_length=64)),
-                ('expected_source', models.CharField(blank=True, max_length=30)),
-                ('evidence', models.JSONField(blank=True, default=dict)),
-                ('verdict_at', models.DateTimeField(blank=True, null=True)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='dashboard.team')),
-                ('content', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='ingest.bulkcontent')),
-                ('call', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='bulk_arguments', to='ingest.toolcall')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("pointer", models.CharField(max_length=500)),
+                ("kind", models.CharField(max_length=10)),
+                ("bytes", models.PositiveBigIntegerField()),
+                ("lines", models.PositiveIntegerField(default=0)),
+                ("sha256", models.CharField(db_index=True, max_length=64)),
+                ("tokens", models.PositiveIntegerField(default=0)),
+                ("ends_with_newline", models.BooleanField(default=False)),
+                ("crlf_count", models.PositiveIntegerField(default=0)),
+                ("elements", models.PositiveIntegerField(blank=True, null=True)),
+                ("capture_truncated", models.BooleanField(default=False)),
+                (
+                    "verdict",
+                    models.CharField(
+                        blank=True,
+                        choices=[
+                            ("exact", "Exact"),
+                            ("newline_only", "Newline only"),
+                            ("line_endings", "Line endings"),
+                            ("whitespace_only", "Whitespace only"),
+                            ("truncated", "Truncated"),
+                            ("elements_dropped", "Elements dropped"),
+                            ("mutated", "Mutated"),
+                            ("mismatch", "Mismatch"),
+                            ("unverifiable", "Unverifiable"),
+                            ("capture_truncated", "Capture truncated"),
+                        ],
+                        db_index=True,
+                        max_length=20,
+                    ),
+                ),
+                ("expected_sha256", models.CharField(blank=True, db_index=True, max_length=64)),
+                ("expected_source", models.CharField(blank=True, max_length=30)),
+                ("evidence", models.JSONField(blank=True, default=dict)),
+                ("verdict_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="dashboard.team"
+                    ),
+                ),
+                (
+                    "content",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="ingest.bulkcontent",
+                    ),
+                ),
+                (
+                    "call",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="bulk_arguments",
+                        to="ingest.toolcall",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['call', 'pointer'],
+                "ordering": ["call", "pointer"],
             },
         ),
         migrations.CreateModel(
-            name='WatchedFolder',
+            name="WatchedFolder",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=1000)),
-                ('pattern', models.CharField(default='*.jsonl', max_length=100)),
-                ('format', models.CharField(default='auto', max_length=20)),
-                ('enabled', models.BooleanField(default=True)),
-                ('last_scan_at', models.DateTimeField(blank=True, null=True)),
-                ('last_error', models.TextField(blank=True)),
-                ('created', models.DateTimeField(default=django.utils.timezone.now)),
-                ('team', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='watched_folders', to='dashboard.team')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("path", models.CharField(max_length=1000)),
+                ("pattern", models.CharField(default="*.jsonl", max_length=100)),
+                ("format", models.CharField(default="auto", max_length=20)),
+                ("enabled", models.BooleanField(default=True)),
+                ("last_scan_at", models.DateTimeField(blank=True, null=True)),
+                ("last_error", models.TextField(blank=True)),
+                ("created", models.DateTimeField(default=django.utils.timezone.now)),
+                (
+                    "team",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="watched_folders",
+                        to="dashboard.team",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['path'],
+                "ordering": ["path"],
             },
         ),
         migrations.CreateModel(
-            name='WatchedFile',
+            name="WatchedFile",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('path', models.CharField(max_length=1000)),
-                ('device', models.BigIntegerField()),
-                ('inode', models.BigIntegerField()),
-                ('offset', models.PositiveBigIntegerField(default=0, help_text='Bytes consumed (always at a line end)')),
-                ('line_no', models.PositiveBigIntegerField(default=0)),
-                ('size_seen', models.PositiveBigIntegerField(default=0)),
-                ('last_read_at', models.DateTimeField(blank=True, null=True)),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='ingest.ingestjob')),
-                ('folder', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='files', to='ingest.watchedfolder')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("path", models.CharField(max_length=1000)),
+                ("device", models.BigIntegerField()),
+                ("inode", models.BigIntegerField()),
+                (
+                    "offset",
+                    models.PositiveBigIntegerField(
+                        default=0, help_text="Bytes consumed (always at a line end)"
+                    ),
+                ),
+                ("line_no", models.PositiveBigIntegerField(default=0)),
+                ("size_seen", models.PositiveBigIntegerField(default=0)),
+                ("last_read_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="ingest.ingestjob",
+                    ),
+                ),
+                (
+                    "folder",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="files",
+                        to="ingest.watchedfolder",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['path'],
+                "ordering": ["path"],
             },
         ),
         migrations.AddConstraint(
-            model_name='agent',
-            constraint=models.UniqueConstraint(fields=('team', 'family', 'name', 'version', 'title'), name='unique_agent'),
+            model_name="agent",
+            constraint=models.UniqueConstraint(
+                fields=("team", "family", "name", "version", "title"), name="unique_agent"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='bulkcontent',
-            constraint=models.UniqueConstraint(fields=('team', 'sha256'), name='unique_bulk_content'),
+            model_name="bulkcontent",
+            constraint=models.UniqueConstraint(fields=("team", "sha256"), name="unique_bulk_content"),
         ),
         migrations.AddConstraint(
-            model_name='capturesession',
-            constraint=models.UniqueConstraint(fields=('team', 'format', 'session_key'), name='unique_capture_session'),
+            model_name="capturesession",
+            constraint=models.UniqueConstraint(
+                fields=("team", "format", "session_key"), name="unique_capture_session"
+            ),
         ),
         migrations.AddIndex(
-            model_name='linerecord',
-            index=models.Index(fields=['team', 'status', 'reason'], name='line_team_status'),
+            model_name="linerecord",
+            index=models.Index(fields=["team", "status", "reason"], name="line_team_status"),
         ),
         migrations.AddConstraint(
-            model_name='linerecord',
-            constraint=models.UniqueConstraint(fields=('job', 'line_no'), name='unique_line_per_job'),
+            model_name="linerecord",
+            constraint=models.UniqueConstraint(fields=("job", "line_no"), name="unique_line_per_job"),
         ),
         migrations.AddIndex(
-            model_name='toolcall',
-            index=models.Index(fields=['team', 'agent', '-request_ts'], name='call_agent_recent'),
+            model_name="toolcall",
+            index=models.Index(fields=["team", "agent", "-request_ts"], name="call_agent_recent"),
         ),
         migrations.AddIndex(
-            model_name='toolcall',
-            index=models.Index(fields=['team', 'server_label', 'tool'], name='call_server_tool'),
+            model_name="toolcall",
+            index=models.Index(fields=["team", "server_label", "tool"], name="call_server_tool"),
         ),
         migrations.AddConstraint(
-            model_name='toolcall',
-            constraint=models.UniqueConstraint(fields=('team', 'dedupe_key'), name='unique_call_per_team'),
+            model_name="toolcall",
+            constraint=models.UniqueConstraint(fields=("team", "dedupe_key"), name="unique_call_per_team"),
         ),
         migrations.AddConstraint(
-            model_name='bulkargument',
-            constraint=models.UniqueConstraint(fields=('call', 'pointer'), name='unique_bulk_pointer'),
+            model_name="bulkargument",
+            constraint=models.UniqueConstraint(fields=("call", "pointer"), name="unique_bulk_pointer"),
         ),
         migrations.AddConstraint(
-            model_name='watchedfolder',
-            constraint=models.UniqueConstraint(fields=('team', 'path', 'pattern'), name='unique_watch'),
+            model_name="watchedfolder",
+            constraint=models.UniqueConstraint(fields=("team", "path", "pattern"), name="unique_watch"),
         ),
         migrations.AddConstraint(
-            model_name='watchedfile',
-            constraint=models.UniqueConstraint(fields=('folder', 'device', 'inode'), name='unique_watched_file'),
+            model_name="watchedfile",
+            constraint=models.UniqueConstraint(
+                fields=("folder", "device", "inode"), name="unique_watched_file"
+            ),
         ),
     ]
