@@ -11,10 +11,12 @@ into the team like any other log, so the ingest and fidelity pages have somethin
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import shutil
 import sys
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import anyio
@@ -60,11 +62,17 @@ class Paste:
     meta: dict | None = None
 
 
-def _scripts(doc: str, csv: str) -> list[tuple[Implementation, str, list[Paste]]]:
+# Capture rounds, days ago; the demo back-dates each round's frames so the history charts have a
+# shape. From the third round on, Claude Code is a newer version that no longer damages pastes.
+ROUNDS = (20, 13, 6, 0)
+
+
+def _scripts(doc: str, csv: str, round_no: int = 0) -> list[tuple[Implementation, str, list[Paste]]]:
     doc_sha, csv_sha = sha256(doc), sha256(csv)
     cut = doc[: len(doc) * 3 // 5]
     edited = doc.replace("Step 17", "Step seventeen", 1)
-    claude = Implementation(name="claude-code", version="2.0.14")
+    improved = round_no >= 2
+    claude = Implementation(name="claude-code", version="2.0.15" if improved else "2.0.14")
     codex = Implementation(name="codex-mcp-client", title="Codex", version="0.46.0")
     gemini = Implementation(name="gemini-cli-mcp-client", version="0.9.0")
     return [
@@ -73,11 +81,20 @@ def _scripts(doc: str, csv: str) -> list[tuple[Implementation, str, list[Paste]]
             LEAN,
             [
                 Paste("write", {"target": "skill.md", "content": doc, "expected_sha256": doc_sha}),  # exact
-                Paste("write", {"target": "skill-2.md", "content": doc.rstrip("\n")}, {"sha256": doc_sha}),
+                Paste(
+                    "write",
+                    {"target": "skill-2.md", "content": doc if improved else doc.rstrip("\n")},
+                    {"sha256": doc_sha},
+                ),
                 Paste("write", {"target": "skill-3.md", "path": "skill.md"}),  # by reference
                 Paste(
-                    "write", {"target": "skill-4.md", "content": edited, "expected_sha256": doc_sha}
-                ),  # refused
+                    "write",
+                    {
+                        "target": "skill-4.md",
+                        "content": doc if improved else edited,
+                        "expected_sha256": doc_sha,
+                    },
+                ),  # refused unless improved
             ],
         ),
         (
@@ -118,9 +135,9 @@ def _through_proxy(label: str, log: Path, root: Path) -> StdioServerParameters:
     )
 
 
-async def _drive(log: Path, root: Path, doc: str, csv: str) -> int:
+async def _drive(log: Path, root: Path, doc: str, csv: str, round_no: int = 0) -> int:
     made = 0
-    for client_info, label, pastes in _scripts(doc, csv):
+    for client_info, label, pastes in _scripts(doc, csv, round_no):
         with anyio.fail_after(120):
             async with Client(_through_proxy(label, log, root), client_info=client_info) as client:
                 await client.list_tools()
@@ -139,9 +156,24 @@ def capture_demo_log(directory: Path) -> Path:
     root.mkdir(parents=True)
     log = directory / DEMO_LOG_NAME
     doc, csv = _skill_doc(), _csv()
-    # Reference calls copy from files the earlier pastes wrote; the exact pastes come first.
-    anyio.run(_drive, log, root, doc, csv)
+    with log.open("w", encoding="utf-8") as out:
+        for round_no, days_ago in enumerate(ROUNDS):
+            part = directory / f"round-{round_no}.jsonl"
+            # Reference calls copy from files the earlier pastes wrote; the exact pastes come first.
+            anyio.run(_drive, part, root, doc, csv, round_no)
+            out.writelines(_backdated(part, timedelta(days=days_ago)))
     return log
+
+
+def _backdated(path: Path, delta: timedelta):
+    """The captured envelopes with their timestamps moved `delta` into the past (nothing else changes)."""
+    with path.open(encoding="utf-8") as lines:
+        for line in lines:
+            envelope = json.loads(line)
+            if delta and isinstance(envelope.get("ts"), str):
+                ts = datetime.fromisoformat(envelope["ts"].replace("Z", "+00:00")) - delta
+                envelope["ts"] = ts.isoformat().replace("+00:00", "Z")
+            yield json.dumps(envelope, ensure_ascii=False) + "\n"
 
 
 def build_capture_demo(team: Team) -> IngestJob | None:

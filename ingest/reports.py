@@ -16,7 +16,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -375,6 +375,24 @@ def agent_label(agent: Agent) -> str:
     return label
 
 
+def _day_axis(days: list) -> dict[str, Any]:
+    """A date axis with day ticks; with under a week of data, pad it to a week so Plotly does not
+    zoom into milliseconds around a single day."""
+    axis: dict[str, Any] = {
+        "type": "date",
+        "title": {"text": "day (UTC)"},
+        "gridcolor": "#e3e6eb",
+        "tickformat": "%b %d",
+    }
+    if days:
+        first, last = min(days), max(days)
+        if (last - first).days < 7:
+            pad = timedelta(days=(7 - (last - first).days) / 2 + 0.5)
+            axis["range"] = [(first - pad).isoformat(), (last + pad).isoformat()]
+            axis["dtick"] = 86_400_000
+    return axis
+
+
 def exact_rate_figure(agents: list[Agent], series: dict[int, list[tuple]]) -> dict[str, Any]:
     """Plotly figure: one line per agent version, daily exact-match rate (%)."""
     data = []
@@ -404,7 +422,7 @@ def exact_rate_figure(agents: list[Agent], series: dict[int, list[tuple]]) -> di
         "hovermode": "closest",
         "showlegend": True,
         "legend": {"orientation": "h", "x": 0, "y": 1.14},
-        "xaxis": {"type": "date", "title": {"text": "day (UTC)"}, "gridcolor": "#e3e6eb"},
+        "xaxis": _day_axis([day for points in series.values() for day, _, _ in points]),
         "yaxis": {
             "title": {"text": "exact-match rate (%)"},
             "range": [0, 105],

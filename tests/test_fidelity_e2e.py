@@ -63,7 +63,9 @@ SERIES_DROPPED = [v for v in SERIES if v % 10 != 7]
 
 # target (lean write) or series name -> the verdict the paste must get
 # ingest/demo.py's scripted pastes, judged with its two documents registered: nothing unverifiable.
-DEMO_VERDICTS = {
+# Per round: the first two rounds as below; in the later ones Claude Code's two damaged pastes
+# (a dropped newline, an edit) arrive exact.
+DEMO_ROUND = {
     "exact": 3,
     "newline_only": 2,
     "line_endings": 1,
@@ -71,6 +73,8 @@ DEMO_VERDICTS = {
     "mutated": 2,
     "by_reference": 2,
 }
+DEMO_IMPROVED_ROUND = {**DEMO_ROUND, "exact": 5, "newline_only": 1, "mutated": 1}
+DEMO_VERDICTS = {k: 2 * DEMO_ROUND[k] + 2 * DEMO_IMPROVED_ROUND[k] for k in DEMO_ROUND}
 EXPECTED = {
     "skill.md": fidelity.EXACT,  # no stated hash: found by the document's exact sha256
     "stated.md": fidelity.EXACT,  # expected_sha256 stated by the caller

@@ -268,21 +268,25 @@ def test_a_mitmproxy_har_ingests_to_the_same_calls_as_the_proxy_log(team, team_f
 @pytest.mark.django_db
 def test_demo_capture_is_real_traffic_from_three_agents(team, settings, tmp_path):
     from dashboard.models import McpServer
-    from ingest.demo import build_capture_demo
+    from ingest.demo import ROUNDS, build_capture_demo
 
     settings.VAR_DIR = tmp_path
     lean = McpServer.objects.create(team=team, name="files-lean", transport="stdio", command="x")
     job = build_capture_demo(team)
     assert job.status == "done" and job.reconciles and job.quarantined == 0, job.error
     calls = ToolCall.objects.filter(job=job)
-    assert calls.count() == 12
+    assert calls.count() == 12 * len(ROUNDS)
     assert sorted(set(calls.values_list("agent__family", flat=True))) == [
         "claude-code",
         "codex",
         "gemini-cli",
     ]
-    assert calls.filter(is_reference_call=True).count() == 2
-    assert calls.filter(is_error=True).count() == 2  # the lean server refused the mismatching pastes
+    assert calls.filter(is_reference_call=True).count() == 2 * len(ROUNDS)
+    # The lean server refused the mismatching pastes: two a round, one once Claude Code improved.
+    assert calls.filter(is_error=True).count() == 2 * 2 + 1 * (len(ROUNDS) - 2)
+    # Rounds are back-dated: the capture spans the demo's history, newest today.
+    days = {c.request_ts.date() for c in calls}
+    assert len(days) == len(ROUNDS)
     assert set(calls.filter(server_label="files-lean").values_list("server", flat=True)) == {lean.pk}
     # Every paste the lean server accepted reports the very hash the capture computed.
     for call in calls.filter(server_label="files-lean", is_error=False, is_reference_call=False):
