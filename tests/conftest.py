@@ -224,3 +224,53 @@ def team_token(team):
     from dashboard.models import ApiToken
 
     return ApiToken.issue(team, "tests")
+
+
+# -- real headless Chromium ----------------------------------------------------------------------
+
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture
+def browser_page(live_server, monkeypatch):
+    """A page in Debian's headless Chromium that records requests leaving the app's origin
+    (`page.foreign_requests`) and JavaScript errors (`page.js_errors`)."""
+    import shutil
+
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(executable):
+        need_service("Debian's chromium is not installed")
+    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM calls
+    # (fixtures, assertions) are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1360, "height": 900})
+        page.set_default_timeout(20_000)
+        origin = live_server.url
+        page.foreign_requests = []
+        page.js_errors = []
+        page.on(
+            "request",
+            lambda r: (
+                None if r.url.startswith((origin + "/", "data:")) else page.foreign_requests.append(r.url)
+            ),
+        )
+        page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
+        yield page
+        browser.close()
+
+
+def browser_login(page, live_server, username: str, password: str) -> None:
+    page.goto(live_server.url + "/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("form button")

@@ -6,9 +6,7 @@ filtered in place (htmx), and the drill-down's diff context. Every request stays
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 
 import pytest
 
@@ -22,45 +20,6 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pyte
 @pytest.fixture(scope="session")
 def captured_log(tmp_path_factory):
     return capture_log(tmp_path_factory.mktemp("fidelity-browser-capture"))
-
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture
-def browser_page(live_server, monkeypatch):
-    from tests.conftest import need_service
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not os.path.exists(CHROMIUM):
-        need_service("Debian's chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.set_default_timeout(20_000)
-        foreign: list[str] = []
-        errors: list[str] = []
-        origin = live_server.url
-
-        def on_request(request) -> None:
-            if not (request.url.startswith(origin + "/") or request.url.startswith("data:")):
-                foreign.append(request.url)
-
-        page.on("request", on_request)
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.foreign_requests = foreign
-        page.js_errors = errors
-        yield page
-        browser.close()
 
 
 def test_agent_page_shows_verdicts_chart_and_diff_context(

@@ -3,8 +3,6 @@ polling, without a reload, and no request leaves the app's origin."""
 
 from __future__ import annotations
 
-import os
-import shutil
 import threading
 import time
 
@@ -13,42 +11,6 @@ import pytest
 from tests.conftest import make_envelope_log
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture
-def chromium_page(live_server, monkeypatch):
-    from tests.conftest import need_service
-
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # playwright's loop runs in this thread
-    if not os.path.exists(CHROMIUM):
-        need_service("Debian's chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.set_default_timeout(20_000)
-        foreign: list[str] = []
-        errors: list[str] = []
-        origin = live_server.url
-        page.on(
-            "request",
-            lambda r: None if r.url.startswith((origin + "/", "data:")) else foreign.append(r.url),
-        )
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.foreign_requests = foreign
-        page.js_errors = errors
-        yield page
-        browser.close()
 
 
 @pytest.fixture
@@ -80,12 +42,12 @@ def slow_worker(monkeypatch):
 
 
 def test_upload_and_watch_the_job_finish_without_a_reload(
-    chromium_page, live_server, team, alice, slow_worker, settings, tmp_path
+    browser_page, live_server, team, alice, slow_worker, settings, tmp_path
 ):
     from ingest.models import IngestJob
 
     settings.MEDIA_ROOT = tmp_path / "media"
-    page = chromium_page
+    page = browser_page
     alice.set_password("pw-for-browser-123")
     alice.save()
     page.goto(live_server.url + "/login/")

@@ -3,61 +3,18 @@ release diff, poll now. Every request the pages make must stay on the app's own 
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 from datetime import timedelta
 
 import pytest
 
+from tests.conftest import browser_login
+
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture
-def browser_page(live_server, monkeypatch):
-    from tests.conftest import need_service
-
-    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM calls
-    # (fixtures, assertions) are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not os.path.exists(CHROMIUM):
-        need_service("Debian's chromium is not installed")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.set_default_timeout(20_000)
-        foreign: list[str] = []
-        errors: list[str] = []
-        origin = live_server.url
-
-        def on_request(request) -> None:
-            if not (request.url.startswith(origin + "/") or request.url.startswith("data:")):
-                foreign.append(request.url)
-
-        page.on("request", on_request)
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.foreign_requests = foreign
-        page.js_errors = errors
-        yield page
-        browser.close()
 
 
 def _login(page, live_server, username: str, password: str) -> None:
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("form button")
+    browser_login(page, live_server, username, password)
 
 
 def _row_names(page) -> list[str]:

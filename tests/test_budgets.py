@@ -442,40 +442,9 @@ def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker
         ]
 
 
-@pytest.fixture
-def chromium(live_server, monkeypatch):
-    import os
-    import shutil
-
-    from tests.conftest import need_service
-
-    executable = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(executable):
-        need_service("Debian's chromium is not installed")
-    # Playwright's sync API runs an event loop in this thread; the test's ORM calls stay synchronous.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    args = [
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=args)
-        page = browser.new_page()
-        page.set_default_timeout(20_000)
-        page.js_errors = []
-        page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
-        yield page
-        browser.close()
-
-
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_acknowledge_and_silence_in_chromium(chromium, live_server, team, alice):
+def test_acknowledge_and_silence_in_chromium(browser_page, live_server, team, alice):
     from dashboard.budgets import open_or_update_alert
 
     alice.set_password("pw-for-browser-123")
@@ -490,7 +459,7 @@ def test_acknowledge_and_silence_in_chromium(chromium, live_server, team, alice)
         "over",
         "files-sprawl",
     ).alert
-    page = chromium
+    page = browser_page
     page.goto(live_server.url + "/login/")
     page.fill("input[name=username]", "alice")
     page.fill("input[name=password]", "pw-for-browser-123")
