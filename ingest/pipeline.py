@@ -600,11 +600,30 @@ class _Run:
             CaptureSession.objects.filter(pk=session.pk, agent__isnull=True).update(agent=agent)
         return session
 
+    def _remember_client(self, session_key: str, info: AgentInfo) -> None:
+        """Record who opened a session even when this input holds none of its calls."""
+        notes: list[str] = []
+        agent = self._agent(info, None, notes)
+        key = (self.job.format, _fit(session_key, 300, "session", notes))
+        session = self.sessions.get(key)
+        if session is None:
+            session, _ = CaptureSession.objects.get_or_create(
+                team=self.team, format=key[0], session_key=key[1], defaults={"agent": agent}
+            )
+            self.sessions[key] = session
+        if session.agent_id is None and agent is not None:
+            session.agent = agent
+            CaptureSession.objects.filter(pk=session.pk, agent__isnull=True).update(agent=agent)
+
     def _prepare(self, call: ObservedCall) -> _NewCall:
         notes: list[str] = []
         request_ts = _parse_ts(call.request_ts)
         agent = self._agent(call.agent, request_ts, notes)
         session = self._session(call, agent, notes)
+        if agent is None and session.agent_id is not None:
+            # A later batch of a session (the proxy pushes in batches) no longer holds its
+            # initialize; the session remembers who the client was.
+            agent = session.agent
         bulk = find_bulk_arguments(call.arguments)
         reference = find_reference(call.arguments)
         server_label = _fit(call.server_label, 200, "server_label", notes)
@@ -803,6 +822,9 @@ class _Run:
             return
         watermark = max(self.watermark, max(o.watermark for o in outcomes))
         self._ours({k for o in outcomes if o.status == CALL for k in o.call_keys})
+        for outcome in outcomes:
+            if outcome.agent is not None and outcome.session_key:
+                self._remember_client(outcome.session_key, outcome.agent)
         records: list[LineRecord] = []
         for outcome in outcomes:
             if outcome.line_no in self.settled_above:

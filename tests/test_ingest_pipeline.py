@@ -189,6 +189,20 @@ def test_envelope_log_ends_every_line_in_one_fate_and_stores_full_calls(team, tm
 
 
 @pytest.mark.django_db
+def test_a_later_batch_of_a_session_keeps_its_client(team, tmp_path):
+    # The proxy pushes in batches, one job each: only the first holds `initialize`.
+    log = EnvelopeLog().initialize(version="2.0.15")
+    first = pipeline.ingest_path(team, log.write(tmp_path / "batch-1.jsonl"))
+    later = EnvelopeLog()
+    later.seq, later.next_id = 100, 50
+    later.call("write", {"content": text_of(2000, 1)})
+    second = pipeline.ingest_path(team, later.write(tmp_path / "batch-2.jsonl"))
+    assert first.status == second.status == "done"
+    call = ToolCall.objects.get(job=second)
+    assert call.agent is not None and (call.agent.family, call.agent.version) == ("claude-code", "2.0.15")
+
+
+@pytest.mark.django_db
 def test_reingesting_the_same_file_stores_nothing_new(team, tmp_path):
     log = EnvelopeLog().initialize()
     for i in range(5):

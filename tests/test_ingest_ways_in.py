@@ -592,6 +592,10 @@ def test_the_logging_proxy_pushes_to_the_real_api(live_server, team, settings, t
     call = ToolCall.objects.get(team=team, tool="digest")
     (bulk,) = call.bulk_arguments.all()
     assert bulk.sha256 == hashlib.sha256(text.encode()).hexdigest() and bulk.pointer == "/text"
+    # The proxy held the request back until its response could travel in the same batch, and the
+    # session still knows its client in batches after the one holding `initialize`.
+    assert not call.unanswered and call.response_ts is not None and call.is_error is False
+    assert call.agent is not None and call.agent.name == "mcp"
 
 
 @pytest.mark.services

@@ -683,3 +683,44 @@ def test_sse_parser_handles_split_crlf_comments_and_multiline_data() -> None:
     for i in range(len(stream)):  # one byte at a time: every split point, CRLF halves included
         events += parser.feed(stream[i : i + 1])
     assert events == [b'{"a":\n1}', b"2", b"3"]
+
+
+def _envelope(seq: int, direction: str, raw: dict) -> bytes:
+    return (json.dumps({"session_id": "s", "seq": seq, "direction": direction, "raw": raw}) + "\n").encode()
+
+
+def test_push_keeps_a_request_and_its_response_in_one_batch() -> None:
+    # Each pushed batch is ingested as its own job, which pairs requests and responses only
+    # within itself: a tools/call must not travel without its answer.
+    with ingest_receiver() as receiver:
+        sink = PushSink(receiver.url, "t", flush_interval=0.05, hold_seconds=30)
+        ping = _envelope(1, "c2s", {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        call = _envelope(
+            2, "c2s", {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "x"}}
+        )
+        # The server asks the client something with the same id: that answer is not the call's.
+        server_ask = _envelope(3, "s2c", {"jsonrpc": "2.0", "id": 7, "method": "roots/list"})
+        client_answer = _envelope(4, "c2s", {"jsonrpc": "2.0", "id": 7, "result": {"roots": []}})
+        sink.write_lines([ping, call, server_ask, client_answer])
+        time.sleep(0.6)
+        with receiver.lock:
+            delivered = [line for body in receiver.bodies for line in body.splitlines(keepends=True)]
+        assert delivered == [ping], "the call waits for its response"
+        answer = _envelope(5, "s2c", {"jsonrpc": "2.0", "id": 7, "result": {"content": []}})
+        sink.write_lines([answer])
+        sink.close()
+    assert len(receiver.bodies) == 2
+    assert receiver.bodies[1] == call + server_ask + client_answer + answer
+    assert sink.lost_lines == 0
+
+
+def test_push_releases_an_unanswered_request_after_the_hold() -> None:
+    with ingest_receiver() as receiver:
+        sink = PushSink(receiver.url, "t", flush_interval=0.05, hold_seconds=0.3)
+        call = _envelope(1, "c2s", {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {}})
+        sink.write_lines([call])
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not receiver.bodies:
+            time.sleep(0.05)
+        assert receiver.bodies == [call]
+        sink.close()

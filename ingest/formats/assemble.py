@@ -69,6 +69,9 @@ class _LineState:
     pending: int = 0
     call_keys: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    # An initialize request names the session's client; passed on so a later batch of the same
+    # session (a separate ingest) still knows who made its calls.
+    context: tuple[str, AgentInfo] | None = None
 
 
 @dataclass
@@ -195,7 +198,10 @@ class CallAssembler:
             self.watermark += 1
             self._done_above_watermark.discard(self.watermark)
         keys = tuple(dict.fromkeys(state.call_keys))
-        out.append(LineOutcome(line_no, status, reason, keys, raw, self.watermark))  # type: ignore[arg-type]
+        outcome = LineOutcome(line_no, status, reason, keys, raw, self.watermark)  # type: ignore[arg-type]
+        if state.context is not None:
+            outcome.session_key, outcome.agent = state.context
+        out.append(outcome)
 
     def _note(self, line_no: int, reason: str) -> None:
         self._lines[line_no].reasons.append(reason)
@@ -232,6 +238,7 @@ class CallAssembler:
             )
             if agent is not None:
                 self._client_info[frame.session_key] = agent
+                self._lines[line_no].context = (frame.session_key, agent)
             self._other_requests[key] = "initialize"
             self._note(line_no, "session_context")
             return

@@ -232,6 +232,9 @@ class LineOutcome:
     call_keys: tuple[str, ...] = ()
     raw: bytes | None = None
     watermark: int = 0
+    # Set on an initialize line: the session it opened and the client it named.
+    session_key: str | None = None
+    agent: AgentInfo | None = None
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,16 @@
 Lines are buffered in memory up to `max_buffer_bytes`. When the dashboard is slow or
 down the oldest lines are dropped to make room, and every loss is reported on stderr
 with a count: a push log with holes must never look complete.
+
+Each batch becomes its own ingest job, and a job pairs requests with responses only within
+itself. So a batch is cut just before the first request whose response has not been written
+yet; that request waits (up to `hold_seconds`) for its answer to travel in the same batch.
+Order is never changed: everything after a waiting request waits with it.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import deque
@@ -20,6 +26,7 @@ DEFAULT_BATCH_LINES = 500
 DEFAULT_FLUSH_INTERVAL = 1.0
 DEFAULT_MAX_BUFFER_BYTES = 64 * 1024 * 1024
 DEFAULT_DRAIN_TIMEOUT = 10.0
+DEFAULT_HOLD_SECONDS = 60.0
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 BACKOFF_START = 0.5
 BACKOFF_MAX = 30.0
@@ -42,6 +49,7 @@ class PushSink:
         max_buffer_bytes: int = DEFAULT_MAX_BUFFER_BYTES,
         drain_timeout: float = DEFAULT_DRAIN_TIMEOUT,
         request_timeout: float = 30.0,
+        hold_seconds: float = DEFAULT_HOLD_SECONDS,
         report: Callable[[str], None] = warn,
     ) -> None:
         self.url = url
@@ -59,6 +67,10 @@ class PushSink:
         self._report = report
         self._cond = threading.Condition()
         self._buffer: deque[bytes] = deque()
+        # Parallel to _buffer: (request pair key or None, monotonic time the line arrived).
+        self._pairing: deque[tuple[str | None, float]] = deque()
+        self._answered: set[str] = set()
+        self._hold_seconds = hold_seconds
         self._buffered_bytes = 0
         self._lost = 0
         self._lost_reported = 0
@@ -79,14 +91,26 @@ class PushSink:
             return self._lost
 
     def write_lines(self, lines: list[bytes]) -> None:
+        now = time.monotonic()
+        keys = [_pair_keys(line) for line in lines]
         with self._cond:
-            for line in lines:
+            for line, (request_key, response_key) in zip(lines, keys, strict=True):
                 self._buffer.append(line)
+                self._pairing.append((request_key, now))
                 self._buffered_bytes += len(line)
+                if response_key is not None:
+                    self._answered.add(response_key)
             while self._buffered_bytes > self._max_buffer_bytes and self._buffer:
                 self._buffered_bytes -= len(self._buffer.popleft())
+                key, _ = self._pairing.popleft()
+                self._answered.discard(key)
                 self._lost += 1
             self._cond.notify()
+
+    def _ready(self, index: int, now: float) -> bool:
+        """May line `index` leave now? Not while it is a request still waiting for its answer."""
+        key, arrived = self._pairing[index]
+        return key is None or key in self._answered or self._closing or now - arrived >= self._hold_seconds
 
     def _report_losses(self) -> None:
         with self._cond:
@@ -101,10 +125,13 @@ class PushSink:
     def _take_batch(self) -> list[bytes]:
         batch: list[bytes] = []
         size = 0
-        while self._buffer and len(batch) < self._batch_lines:
+        now = time.monotonic()
+        while self._buffer and len(batch) < self._batch_lines and self._ready(0, now):
             if batch and size + len(self._buffer[0]) > MAX_BATCH_BYTES:
                 break
             line = self._buffer.popleft()
+            key, _ = self._pairing.popleft()
+            self._answered.discard(key)
             self._buffered_bytes -= len(line)
             size += len(line)
             batch.append(line)
@@ -124,6 +151,9 @@ class PushSink:
                     if not self._buffer and self._closing:
                         break
                     batch = self._take_batch()
+                    if not batch and self._buffer and not self._closing:
+                        # Everything buffered waits behind an unanswered request.
+                        self._cond.wait(self._flush_interval)
                 self._report_losses()
                 if batch:
                     self._deliver(client, batch)
@@ -180,8 +210,33 @@ class PushSink:
         with self._cond:
             leftover = len(self._buffer)
             self._buffer.clear()
+            self._pairing.clear()
             self._lost += leftover
             self._lost_reported += leftover
         self._report_losses()
         if leftover:
             self._report(f"{leftover} envelope(s) LOST, not delivered to {self.url} before exit")
+
+
+def _pair_keys(line: bytes) -> tuple[str | None, str | None]:
+    """(key if the line is a request awaiting a response, key if it is a response).
+
+    A request and its response share the HTTP exchange (conn_id) or, on stdio, the session; plus
+    the JSON-RPC id. Anything else (notifications, batches, stderr, meta) needs no pairing.
+    """
+    try:
+        envelope = json.loads(line)
+    except ValueError:
+        return None, None
+    raw = envelope.get("raw") if isinstance(envelope, dict) else None
+    if not isinstance(raw, dict) or "id" not in raw:
+        return None, None
+    scope = envelope.get("conn_id") or envelope.get("session_id")
+    direction = envelope.get("direction")
+    # Clients and servers number their requests independently: the key names who asked.
+    if "method" in raw:
+        return json.dumps([scope, raw["id"], direction]), None
+    if "result" in raw or "error" in raw:
+        asker = {"s2c": "c2s", "c2s": "s2c"}.get(direction)
+        return None, json.dumps([scope, raw["id"], asker])
+    return None, None
