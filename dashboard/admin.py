@@ -87,6 +87,13 @@ class SnapshotAdmin(admin.ModelAdmin):
     inlines = [SnapshotToolInline]
 
 
+@admin.register(SnapshotTool)
+class SnapshotToolAdmin(admin.ModelAdmin):
+    list_display = ["name", "snapshot", "tokens", "description_tokens", "schema_tokens"]
+    search_fields = ["name"]
+    raw_id_fields = ["snapshot"]
+
+
 @admin.register(ToolsDocument)
 class ToolsDocumentAdmin(admin.ModelAdmin):
     list_display = ["sha256", "created"]

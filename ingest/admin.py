@@ -5,8 +5,12 @@ from ingest.models import (
     BulkArgument,
     BulkContent,
     CaptureSession,
+    FidelityDaily,
     IngestJob,
     LineRecord,
+    ModelPrice,
+    ReferenceDocument,
+    ReferenceFingerprint,
     TeamCaptureSettings,
     ToolCall,
     WatchedFile,
@@ -87,3 +91,59 @@ class WatchedFileAdmin(admin.ModelAdmin):
 
 
 admin.site.register(TeamCaptureSettings)
+
+
+class ReferenceFingerprintInline(admin.TabularInline):
+    model = ReferenceFingerprint
+    extra = 0
+    can_delete = False
+    readonly_fields = ["kind", "value"]
+    exclude = ["team"]
+
+
+@admin.register(ReferenceDocument)
+class ReferenceDocumentAdmin(admin.ModelAdmin):
+    list_display = ["name", "team", "source", "bytes", "lines", "sha256", "created"]
+    list_filter = ["team", "source"]
+    search_fields = ["name", "url", "sha256"]
+    exclude = ["text"]
+    inlines = [ReferenceFingerprintInline]
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    list_display = [
+        "model",
+        "agent_family",
+        "team",
+        "is_default",
+        "input_usd_per_mtok",
+        "output_usd_per_mtok",
+    ]
+    list_filter = ["team", "agent_family"]
+
+
+@admin.register(FidelityDaily)
+class FidelityDailyAdmin(admin.ModelAdmin):
+    list_display = [
+        "day",
+        "team",
+        "agent",
+        "server_label",
+        "tool",
+        "verdict",
+        "size_bucket",
+        "calls",
+        "arguments",
+    ]
+    list_filter = ["team", "verdict", "size_bucket"]
+    raw_id_fields = ["agent"]
+    date_hierarchy = "day"
+
+
+@admin.register(ReferenceFingerprint)
+class ReferenceFingerprintAdmin(admin.ModelAdmin):
+    list_display = ["document", "kind", "value"]
+    list_filter = ["kind"]
+    search_fields = ["value"]
+    raw_id_fields = ["document"]

@@ -172,3 +172,16 @@ def test_real_celery_worker_on_redis_writes_to_postgresql(postgres_and_redis, ce
     while time.monotonic() < deadline and not WorkerHeartbeat.objects.filter(hostname=name).exists():
         time.sleep(0.2)
     assert WorkerHeartbeat.objects.filter(hostname=name).exists(), "the worker did not run the task"
+
+
+def test_every_model_has_an_admin_page_that_loads(client, django_user_model, db):
+    from django.apps import apps
+    from django.contrib import admin
+
+    admin_user = django_user_model.objects.create_superuser("op", "op@localhost", "pw-for-tests-123")
+    client.force_login(admin_user)
+    for app in ("dashboard", "ingest"):
+        for model in apps.get_app_config(app).get_models():
+            assert model in admin.site._registry, f"{model.__name__} has no admin"
+            url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+            assert client.get(url).status_code == 200, url
