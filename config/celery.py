@@ -41,6 +41,7 @@ app.conf.update(
         "sweep-notifications": {"task": "dashboard.tasks.sweep_notifications", "schedule": 60.0},
         "scan-watched-folders": {"task": "ingest.tasks.scan_watched_folders", "schedule": 10.0},
         "resume-stalled-ingest-jobs": {"task": "ingest.tasks.resume_stalled_jobs", "schedule": 60.0},
+        "purge-expired-content": {"task": "ingest.tasks.purge_expired_content", "schedule": 3600.0},
     },
 )
 app.autodiscover_tasks()

@@ -53,3 +53,10 @@ def scan_watched_folders(folder_id: int | None = None) -> int:
     from ingest.watch import scan_all
 
     return sum(scan.files_read for scan in scan_all(folder_id))
+
+
+@shared_task(name="ingest.tasks.purge_expired_content", ignore_result=True)
+def purge_expired_content() -> int:
+    from ingest.retention import purge_expired_content as purge
+
+    return purge()

@@ -1,0 +1,47 @@
+"""Bulk content retention: texts go after the team's window, hashes and figures stay."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from ingest import pipeline
+from ingest.models import BulkArgument, BulkContent, TeamCaptureSettings, ToolCall
+from ingest.retention import purge_expired_content
+from tests.test_ingest_pipeline import EnvelopeLog, text_of
+
+pytestmark = pytest.mark.django_db
+
+
+def test_texts_older_than_the_window_are_dropped_unless_a_recent_call_uses_them(team, tmp_path):
+    TeamCaptureSettings.objects.create(team=team, content_retention_days=7)
+    log = EnvelopeLog().initialize()
+    old_text, shared_text = text_of(3000, 1), text_of(3000, 2)
+    log.call("write", {"content": old_text}).call("write", {"content": shared_text})
+    pipeline.ingest_path(team, log.write(tmp_path / "old.jsonl"))
+    ten_days_ago = timezone.now() - timedelta(days=10)
+    ToolCall.objects.update(created=ten_days_ago)
+    BulkContent.objects.update(created=ten_days_ago)
+    # The shared text is pasted again today.
+    again = EnvelopeLog(session="s2").initialize()
+    again.call("write", {"content": shared_text})
+    pipeline.ingest_path(team, again.write(tmp_path / "new.jsonl"))
+    figures_before = sorted(BulkArgument.objects.values_list("sha256", "bytes", "lines"))
+
+    assert purge_expired_content() == 1
+    assert list(BulkContent.objects.values_list("text", flat=True)) == [shared_text]
+    old_arg = BulkArgument.objects.get(content__isnull=True)
+    assert old_arg.bytes == len(old_text.encode()) and old_arg.sha256
+    assert sorted(BulkArgument.objects.values_list("sha256", "bytes", "lines")) == figures_before
+    assert purge_expired_content() == 0  # idempotent
+
+
+def test_the_default_window_applies_to_teams_without_settings(team, tmp_path):
+    log = EnvelopeLog().initialize()
+    log.call("write", {"content": text_of(3000, 3)})
+    pipeline.ingest_path(team, log.write(tmp_path / "a.jsonl"))
+    assert purge_expired_content() == 0
+    long_ago = timezone.now() - timedelta(days=31)
+    ToolCall.objects.update(created=long_ago)
+    BulkContent.objects.update(created=long_ago)
+    assert purge_expired_content() == 1
