@@ -90,6 +90,9 @@ def ensure_demo_budgets(team: Team) -> None:
         (Measure.FIXED_TAX_TOKENS, Level.ERROR, 6000),
         (Measure.RELEASE_GROWTH_PCT, Level.WARNING, 20),
         (Measure.STACK_FIXED_TAX_TOKENS, Level.WARNING, 20000),
+        # Fidelity: the demo's captured traffic (ingest.demo) breaks these on purpose.
+        (Measure.AGENT_EXACT_RATE, Level.WARNING, 90),
+        (Measure.DAMAGED_ARRIVALS, Level.ERROR, 0),
     ]
     for measure, level, limit in defaults:
         Threshold.objects.get_or_create(

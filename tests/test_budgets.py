@@ -402,6 +402,13 @@ def test_demo_budgets_alert_on_the_grown_sprawling_release(
     assert Channel.objects.filter(kind=ChannelKind.EMAIL).exists()
     # Every historical snapshot carries its band, so the chart can draw it across the history.
     assert all("fixed_tax_tokens" in s.limits for s in Snapshot.objects.filter(server=sprawl))
+    # The demo's captured traffic breaks the fidelity rules: Claude Code 2.0.14 damaged pastes,
+    # its 2.0.15 upgrade did not, and both tools saw truncated arrivals.
+    fidelity = Alert.objects.filter(measure=Measure.AGENT_EXACT_RATE).open()
+    assert "claude-code 2.0.14" in {a.subject_label for a in fidelity}
+    assert "claude-code 2.0.15" not in {a.subject_label for a in fidelity}
+    damaged = Alert.objects.filter(measure=Measure.DAMAGED_ARRIVALS).open()
+    assert {a.subject_label for a in damaged} == {"files-sprawl/write_file", "files-lean/write"}
 
 
 @pytest.mark.services
