@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -185,3 +186,58 @@ def test_every_model_has_an_admin_page_that_loads(client, django_user_model, db)
             assert model in admin.site._registry, f"{model.__name__} has no admin"
             url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
             assert client.get(url).status_code == 200, url
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_run_embedded_serves_and_one_signal_stops_everything(tmp_path, signum):
+    """`make run`'s last step: web, worker and beat come up; Ctrl-C (or kill) leaves nothing behind."""
+    import socket
+    import urllib.request
+
+    env = {
+        k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY"}
+    }
+    env.update(VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=120
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "manage.py", "run_embedded", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        status = None
+        while time.monotonic() < deadline and status is None:
+            try:
+                status = urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=2).status
+            except OSError:
+                time.sleep(0.5)
+        assert status == 200
+        children = subprocess.run(
+            ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert len(children) == 2, "a web server and a worker"
+        proc.send_signal(signum)
+        proc.wait(timeout=30)
+        time.sleep(1)
+        alive = [pid for pid in children if os.path.exists(f"/proc/{pid}") and "Z" not in _state(pid)]
+        assert alive == [], "children outlived run_embedded"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _state(pid: str) -> str:
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "gone"

@@ -23,6 +23,13 @@ class Command(BaseCommand):
         parser.add_argument("--no-worker", action="store_true", help="Only the web server.")
 
     def handle(self, *args, addr: str, port: int, no_worker: bool, **options):
+        # Ctrl-C, a closed terminal or a plain `kill` all end in the same clean shutdown below,
+        # even when a parent shell started us with SIGINT ignored.
+        def stop(signum, frame):
+            raise KeyboardInterrupt
+
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, stop)
         python = sys.executable
         manage = str(settings.BASE_DIR / "manage.py")
         procs: list[tuple[str, subprocess.Popen]] = []
