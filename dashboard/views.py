@@ -17,7 +17,7 @@ from dashboard import diff as diff_mod
 from dashboard.access import default_team_for_user, get_team_for_user
 from dashboard.config_import import ConfigImportError, import_client_config
 from dashboard.forms import ImportConfigForm, ServerForm
-from dashboard.models import ApiToken, McpServer, Snapshot, Team, Transport
+from dashboard.models import ApiToken, McpServer, Snapshot, Team, Transport, WorkerHeartbeat
 
 
 @login_required
@@ -151,6 +151,7 @@ def team_overview(request: HttpRequest, team_slug: str) -> HttpResponse:
     from ingest.reports import overview_panel
 
     ctx["fidelity"] = overview_panel(team)
+    ctx["worker"] = WorkerHeartbeat.status()
     return render(request, "dashboard/overview.html", ctx)
 
 

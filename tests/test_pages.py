@@ -643,3 +643,19 @@ def test_poll_now_through_a_real_worker_updates_the_row(
     assert (run.trigger, run.outcome) == ("manual", "ok")
     row = _text(_row(response.content.decode(), lean))
     assert f"{lean.current_snapshot.fixed_tax_tokens:,}" in row and "OK" in row
+
+
+def test_overview_says_when_no_worker_is_running(alice_client, team):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from dashboard.models import WorkerHeartbeat
+
+    url = reverse("team_overview", args=[team.slug])
+    assert b"No Celery worker has checked in yet" in alice_client.get(url).content
+    beat = WorkerHeartbeat.beat("worker-1")
+    assert b"worker-banner" not in alice_client.get(url).content
+    WorkerHeartbeat.objects.filter(pk=beat.pk).update(last_seen=timezone.now() - timedelta(minutes=10))
+    page = alice_client.get(url).content.decode()
+    assert "No worker is running" in page and "10\xa0minutes ago" in page

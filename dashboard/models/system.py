@@ -1,7 +1,19 @@
 """Operational state the pages show: is a worker alive?"""
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
 from django.db import models
 from django.utils import timezone
+
+# Beat asks for a heartbeat every 30 s; a few missed ones mean no worker is consuming.
+STALE_AFTER = timedelta(minutes=2)
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    last_seen: datetime | None
+    alive: bool
 
 
 class WorkerHeartbeat(models.Model):
@@ -24,3 +36,12 @@ class WorkerHeartbeat(models.Model):
     @classmethod
     def latest(cls) -> "WorkerHeartbeat | None":
         return cls.objects.order_by("-last_seen").first()
+
+    @classmethod
+    def status(cls, now: datetime | None = None) -> WorkerStatus:
+        latest = cls.latest()
+        now = now or timezone.now()
+        last_seen = latest.last_seen if latest else None
+        return WorkerStatus(
+            last_seen=last_seen, alive=last_seen is not None and now - last_seen < STALE_AFTER
+        )
