@@ -1,10 +1,23 @@
 """Celery tasks: thin wrappers over plain functions, so tests call the logic directly too."""
 
+import logging
 import socket
 
 from celery import shared_task
+from celery.signals import worker_ready
 
 from dashboard.models import WorkerHeartbeat
+
+logger = logging.getLogger(__name__)
+
+
+@worker_ready.connect
+def _announce_worker(sender=None, **kwargs) -> None:
+    # Without this the overview would say "no worker" until beat's first heartbeat, 30 s in.
+    try:
+        WorkerHeartbeat.beat(getattr(sender, "hostname", None) or socket.gethostname())
+    except Exception:  # the database may not be migrated yet; the periodic beat catches up
+        logger.warning("could not record the worker's start", exc_info=True)
 
 
 @shared_task(name="dashboard.tasks.worker_heartbeat", ignore_result=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -221,6 +222,13 @@ def test_run_embedded_serves_and_one_signal_stops_everything(tmp_path, signum):
             except OSError:
                 time.sleep(0.5)
         assert status == 200
+        # The worker announces itself when ready, so the overview knows one is running.
+        beats = 0
+        while time.monotonic() < deadline and not beats:
+            with sqlite3.connect(tmp_path / "db.sqlite3") as db:
+                beats = db.execute("SELECT count(*) FROM dashboard_workerheartbeat").fetchone()[0]
+            time.sleep(0.5)
+        assert beats == 1
         children = subprocess.run(
             ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True
         ).stdout.split()
