@@ -431,23 +431,27 @@ def references(request: HttpRequest, team_slug: str) -> HttpResponse:
                     limit = int(settings.REFERENCE_MAX_BYTES)
                     if uploaded.size > limit:
                         raise ReferenceRefused(f"the file is {uploaded.size:,} bytes; the limit is {limit:,}")
+                    inline = _rejudge_inline(team)
                     document, created = register_upload(
                         team,
                         uploaded.read(),
                         name=upload_form.cleaned_data["name"] or uploaded.name,
                         user=request.user,
+                        rejudge=inline,
                     )
-                    return _registered(request, team, document, created)
+                    return _registered(request, team, document, created, inline)
             elif action == "url":
                 url_form = ReferenceUrlForm(request.POST, auto_id="url-%s")
                 if url_form.is_valid():
+                    inline = _rejudge_inline(team)
                     document, created = register_url(
                         team,
                         url_form.cleaned_data["url"],
                         name=url_form.cleaned_data["name"],
                         user=request.user,
+                        rejudge=inline,
                     )
-                    return _registered(request, team, document, created)
+                    return _registered(request, team, document, created, inline)
         except ReferenceRefused as exc:
             form = upload_form if action == "upload" else url_form
             form.add_error(None, f"Refused: {exc}")
@@ -466,12 +470,32 @@ def references(request: HttpRequest, team_slug: str) -> HttpResponse:
     )
 
 
-def _registered(request: HttpRequest, team: Team, document: ReferenceDocument, created: bool) -> HttpResponse:
+# Above this many captured texts, re-judging after a registration moves to the worker so the
+# page answers at once (it fingerprints every captured text of the team once).
+INLINE_REJUDGE_MAX_CONTENTS = 2000
+
+
+def _rejudge_inline(team: Team) -> bool:
+    return BulkContent.objects.filter(team=team).count() <= INLINE_REJUDGE_MAX_CONTENTS
+
+
+def _registered(
+    request: HttpRequest, team: Team, document: ReferenceDocument, created: bool, inline: bool = True
+) -> HttpResponse:
+    if created and not inline:
+        from ingest.verdicts import queue_rejudge
+
+        queue_rejudge(document)
     if created:
+        rejudged = (
+            f"{document.rejudged} verdict(s) recomputed"
+            if inline
+            else "the affected verdicts are being recomputed by a worker"
+        )
         messages.success(
             request,
             f"Registered {document.name}: {document.bytes:,} bytes, {document.lines:,} lines, sha256 "
-            f"{document.sha256[:16]}…; {document.rejudged} verdict(s) recomputed.",
+            f"{document.sha256[:16]}…; {rejudged}.",
         )
     else:
         messages.info(request, f"Already registered as {document.name} (same sha256); nothing changed.")

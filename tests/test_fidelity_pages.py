@@ -287,6 +287,29 @@ def test_call_drill_down_shows_evidence_and_diff_context(alice_client, fidelity_
     assert "agrees with the capture" in response.content.decode()
 
 
+def test_a_big_team_re_judges_a_new_reference_on_the_worker(
+    alice_client, fidelity_team, monkeypatch, django_capture_on_commit_callbacks
+):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from ingest import views_fidelity
+
+    monkeypatch.setattr(views_fidelity, "INLINE_REJUDGE_MAX_CONTENTS", 0)
+    team = fidelity_team
+    url = reverse("fidelity_references", args=[team.slug])
+    upload = SimpleUploadedFile("notes.txt", UNRELATED.encode(), content_type="text/plain")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = alice_client.post(url, {"action": "upload", "file": upload, "name": ""}, follow=True)
+    assert "being recomputed by a worker" in response.content.decode()
+    assert _arg(team, "unverifiable").verdict == "unverifiable"  # not yet: the request did not wait
+    assert len(callbacks) == 1
+    from ingest.verdicts import rejudge_document_task
+
+    document = ReferenceDocument.objects.get(team=team, name="notes.txt")
+    rejudge_document_task.run(document.pk)  # what the worker runs
+    assert _arg(team, "unverifiable").verdict == "exact"
+
+
 def test_reference_documents_page_lists_matches_and_registers(alice_client, fidelity_team, settings):
     team = fidelity_team
     url = reverse("fidelity_references", args=[team.slug])
