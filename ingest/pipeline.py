@@ -55,7 +55,8 @@ from django.utils import timezone
 
 from dashboard.models import McpServer, Team
 from ingest.bulk import BulkArg, find_bulk_arguments, find_reference
-from ingest.formats import DETECT_BYTES, CallAssembler, UnknownFormatError, detect_format, parse
+from ingest.formats import DETECT_BYTES, UnknownFormatError, detect_format, parse
+from ingest.formats.assemble import assemble
 from ingest.formats.records import (
     CALL,
     PROXY_FORMATS,
@@ -327,28 +328,16 @@ def _unknown_format_events(lines: Iterable[bytes], max_line_bytes: int) -> Itera
 def _outputs(
     lines: Iterable[bytes], format: str, *, skip_through_line: int, finish: bool
 ) -> Iterator[ObservedCall | LineOutcome]:
-    """``ingest.formats.assemble`` with an optional end: a tailed file is not finished yet."""
+    """Parse and assemble the input (a tailed file is not finished yet); unknown formats are
+    quarantined line by line."""
     max_line_bytes = _setting("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
     if format == UNKNOWN_FORMAT:
+        # Every line quarantined; any assembler settles them, envelope's will do.
         events: Iterable[LineEvent] = _unknown_format_events(lines, max_line_bytes)
-        assembler = CallAssembler("envelope")
+        format = "envelope"
     else:
         events = parse(lines, format, max_line_bytes=max_line_bytes)
-        assembler = CallAssembler(format)
-
-    def keep(item: ObservedCall | LineOutcome) -> bool:
-        if isinstance(item, LineOutcome):
-            return item.line_no > skip_through_line
-        return min(item.line_numbers) > skip_through_line
-
-    for event in events:
-        for item in assembler.feed(event):
-            if keep(item):
-                yield item
-    if finish:
-        for item in assembler.finish():
-            if keep(item):
-                yield item
+    return assemble(events, format, skip_through_line=skip_through_line, finish=finish)
 
 
 # -- storing ------------------------------------------------------------------------------------------

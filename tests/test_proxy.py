@@ -26,7 +26,8 @@ import pytest
 import tiktoken
 from mcp import Client, StdioServerParameters
 
-from ingest.proxy.envelope import EnvelopeWriter, count_lines, digest_string, redact_bulk
+from ingest.bulk import count_lines
+from ingest.proxy.envelope import EnvelopeWriter, digest_string, redact_bulk
 from ingest.proxy.http import SseEventParser
 from ingest.proxy.push import PushSink
 

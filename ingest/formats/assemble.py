@@ -498,8 +498,14 @@ class Tally:
         return self.watermark == self.read == self.call_lines + self.ignored + self.quarantined
 
 
-def assemble(events: Iterable[LineEvent], format: str, *, skip_through_line: int = 0) -> Iterator[Output]:
-    """Run a CallAssembler over ``events``; see the module docstring for ``skip_through_line``."""
+def assemble(
+    events: Iterable[LineEvent], format: str, *, skip_through_line: int = 0, finish: bool = True
+) -> Iterator[Output]:
+    """Run a CallAssembler over ``events``; see the module docstring for ``skip_through_line``.
+
+    ``finish=False`` leaves the input open (a tailed file that will grow): requests still waiting
+    for their response, and their lines, are not yielded yet.
+    """
     assembler = CallAssembler(format)
 
     def keep(item: Output) -> bool:
@@ -513,6 +519,7 @@ def assemble(events: Iterable[LineEvent], format: str, *, skip_through_line: int
         for item in assembler.feed(event):
             if keep(item):
                 yield item
-    for item in assembler.finish():
-        if keep(item):
-            yield item
+    if finish:
+        for item in assembler.finish():
+            if keep(item):
+                yield item

