@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import os
 import signal
 import subprocess
@@ -46,6 +45,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+
+from dashboard.tokens import canonical
 
 Transport = Literal["stdio", "http", "sse"]
 Outcome = Literal["timeout", "refused_too_large", "protocol_error", "connect_error", "crashed"]
@@ -128,7 +129,7 @@ class FetchResult:
 
 def canonical_bytes(value: Any) -> bytes:
     """The compact JSON a client sends (DESIGN section 2, ``canonical``), as UTF-8."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return canonical(value).encode("utf-8")
 
 
 def _preview(data: bytes | str) -> str:

@@ -176,7 +176,7 @@ def record_snapshot(server: McpServer, result: FetchResult, *, seen_at=None) -> 
             is_release=current is None or current.server_version != version,
             tool_count=report.tool_count,
             bytes=report.bytes,
-            raw_bytes=len(tokens.canonical(result.tools).encode()),
+            raw_bytes=len(document.raw_json.encode()),
             encoding=report.encoding,
             fixed_tax_tokens=report.fixed_tax_tokens,
             overhead_tokens=report.overhead_tokens,

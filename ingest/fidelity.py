@@ -54,14 +54,15 @@ JSON ``\\ud800`` escape still hashes instead of raising.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from difflib import SequenceMatcher
 from typing import Any
+
+# canonical/utf8/sha256_hex are the same definitions the parsers hash with; re-exported here.
+from ingest.formats.records import canonical, sha256_hex, utf8
 
 EXACT = "exact"
 NEWLINE_ONLY = "newline_only"
@@ -145,19 +146,6 @@ def verdict_counts_order() -> tuple[str, ...]:
 def severity(verdict: str) -> str:
     """``ok``, ``cosmetic``, ``damaged`` or ``unknown`` for a verdict name."""
     return SEVERITY[verdict]
-
-
-def canonical(value: Any) -> str:
-    """The canonical JSON text of DESIGN.md §2 (compact, as a client sends it)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
-def utf8(text: str) -> bytes:
-    return text.encode("utf-8", "surrogatepass")
-
-
-def sha256_hex(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def content_bytes(value: str | list) -> bytes:

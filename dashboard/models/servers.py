@@ -164,8 +164,9 @@ class ToolsDocument(models.Model):
 
     @classmethod
     def store(cls, sha256: str, tools: list[dict]) -> ToolsDocument:
-        text = json.dumps(tools, separators=(",", ":"), ensure_ascii=False)
-        document, _ = cls.objects.get_or_create(sha256=sha256, defaults={"raw_json": text})
+        from dashboard.tokens import canonical
+
+        document, _ = cls.objects.get_or_create(sha256=sha256, defaults={"raw_json": canonical(tools)})
         return document
 
 

@@ -15,6 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+# DESIGN.md §2's canonical JSON, defined once; re-exported for the parsers and the fidelity engine.
+from dashboard.tokens import canonical as canonical
+
 DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 # JSON nested deeper than this is quarantined: nothing legitimate nests this far, and it keeps
 # every later walk (canonical dumps, bulk search, a database's JSON column) far from recursion limits.
@@ -35,11 +38,6 @@ TRANSCRIPT_FORMATS = frozenset({"claude-code", "codex"})
 # shell, apply_patch ...): they are requests the assembler must recognize (so their results are
 # not reported as orphans) but never MCP calls.
 BUILTIN_TOOL_METHOD = "agent/builtin_tool"
-
-
-def canonical(value: Any) -> str:
-    """Compact JSON as a client sends it (DESIGN.md §2)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def utf8(text: str) -> bytes:
