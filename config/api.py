@@ -7,7 +7,10 @@ from django.http import HttpRequest
 from ninja import NinjaAPI, Schema
 from ninja.security import HttpBearer
 
+from dashboard.api import router as dashboard_router
 from dashboard.models import ApiToken
+from ingest.api import router as ingest_router
+from ingest.api_fidelity import router as fidelity_router
 
 
 class TeamTokenAuth(HttpBearer):
@@ -41,17 +44,5 @@ def whoami(request: HttpRequest) -> dict:
     return {"name": request.team.name, "slug": request.team.slug, "token_name": request.api_token.name}
 
 
-def _register_routers() -> None:
-    from importlib import import_module
-
-    for module_name in ("dashboard.api", "ingest.api", "ingest.api_fidelity"):
-        try:
-            module = import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        api.add_router("", module.router)
-
-
-_register_routers()
+for _router in (dashboard_router, ingest_router, fidelity_router):
+    api.add_router("", _router)
