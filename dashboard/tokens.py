@@ -113,15 +113,6 @@ def _load_bounded(tiktoken_name: str) -> tiktoken.Encoding:
     return outcome["encoding"]
 
 
-def clear_encoding_cache() -> None:
-    """Forget loaded and failed encodings, e.g. after TIKTOKEN_CACHE_DIR was filled."""
-    global _constructors
-    with _cache_lock:
-        _loaded.clear()
-        _failed.clear()
-        _constructors = None
-
-
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     """Load (once per process) the tiktoken encoding called `name`.
 

@@ -6,7 +6,7 @@ requests get the named partial of the same template back.
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
+from datetime import datetime, time
 
 from django import forms
 from django.contrib import messages
@@ -349,7 +349,3 @@ def channel_action(request: HttpRequest, team_slug: str, code) -> HttpResponse:
         messages.success(request, f"Channel {channel.name} deleted.")
         return redirect("channels", team_slug=team.slug)
     return redirect("channel_detail", team_slug=team.slug, code=channel.code)
-
-
-def silence_presets(today) -> list[tuple[str, str]]:
-    return [((today + timedelta(days=d)).isoformat(), label) for d, label in ((1, "1 day"), (7, "1 week"))]

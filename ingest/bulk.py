@@ -265,25 +265,6 @@ def expected_sha256_of(arguments: dict, meta: dict | None) -> str | None:
     return None
 
 
-def bulk_summary(arguments: dict) -> dict[str, Any]:
-    """A JSON-able summary (no content) for logs and API responses."""
-    return {
-        "bulk": [
-            {
-                "pointer": b.pointer,
-                "kind": b.kind,
-                "bytes": b.bytes,
-                "lines": b.lines,
-                "sha256": b.sha256,
-                "tokens": b.tokens,
-                "elements": b.elements,
-            }
-            for b in find_bulk_arguments(arguments)
-        ],
-        "reference": find_reference(arguments),
-    }
-
-
 __all__ = [
     "BULK_ARRAY_MIN_ELEMENTS",
     "BULK_STRING_MIN_BYTES",

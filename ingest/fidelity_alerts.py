@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from django.db.models import Q
-
 from dashboard.budgets import judge, open_or_update_alert, resolve_alert
 from dashboard.models import McpServer, Team, Threshold
 from dashboard.models.alerts import FIDELITY_MEASURES, Measure
@@ -198,8 +196,3 @@ def evaluate_after_ingest(team: Team, call_ids: Sequence[int]) -> list[Outcome]:
             if outcome:
                 outcomes.append(outcome)
     return outcomes
-
-
-def open_fidelity_alerts(team: Team) -> Q:
-    """Filter for the team's open fidelity alerts (overview panel)."""
-    return Q(team=team, measure__in=FIDELITY_MEASURES)
