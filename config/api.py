@@ -7,10 +7,10 @@ from django.http import HttpRequest
 from ninja import NinjaAPI, Schema
 from ninja.security import HttpBearer
 
-from dashboard.api import router as dashboard_router
-from dashboard.models import ApiToken
-from ingest.api import router as ingest_router
-from ingest.api_fidelity import router as fidelity_router
+from dashboard.servers.api import router as dashboard_router
+from dashboard.teams.models import ApiToken
+from ingest.capture.api import router as ingest_router
+from ingest.fidelity.api import router as fidelity_router
 
 
 class TeamTokenAuth(HttpBearer):

@@ -44,7 +44,18 @@ app.conf.update(
         "purge-expired-content": {"task": "ingest.tasks.purge_expired_content", "schedule": 3600.0},
     },
 )
-app.autodiscover_tasks()
+# Tasks live beside the code they wrap, in each sub-package's tasks.py.
+app.autodiscover_tasks(
+    [
+        "dashboard",
+        "dashboard.servers",
+        "dashboard.alerts",
+        "dashboard.system",
+        "ingest",
+        "ingest.capture",
+        "ingest.fidelity",
+    ]
+)
 
 
 @app.task(name="config.ping")

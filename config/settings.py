@@ -76,7 +76,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "dashboard.context_processors.navigation",
+                "dashboard.teams.context_processors.navigation",
             ],
         },
     },
@@ -200,6 +200,12 @@ INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024)
 INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
 INGEST_API_RATE_PER_MINUTE = env_int("INGEST_API_RATE_PER_MINUTE", 120)
 INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
+# A batch of an ingest is committed after this many calls, lines or argument bytes, whichever first.
+INGEST_BATCH_CALLS = env_int("INGEST_BATCH_CALLS", 250)
+INGEST_BATCH_LINES = env_int("INGEST_BATCH_LINES", 5000)
+INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
+# A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
+INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
 # Reference documents registered by URL: allow-listed hosts only ("*.example.com" for subdomains),
 # refused over the size limit (never cut), private/loopback addresses only when allowed.
 REFERENCE_ALLOWED_HOSTS = env_list(

@@ -9,7 +9,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
-    path("", include("ingest.urls")),
-    path("", include("ingest.urls_fidelity")),
-    path("", include("dashboard.urls")),
+    path("", include("ingest.capture.urls")),
+    path("", include("ingest.fidelity.urls")),
+    path("", include("dashboard.servers.urls")),
 ]

@@ -1,23 +1,10 @@
 from django.contrib import admin
 
-from dashboard.models import (
-    Alert,
-    ApiToken,
-    Channel,
-    Delivery,
-    McpServer,
-    Membership,
-    Notification,
-    NotificationEvent,
-    PollRun,
-    Snapshot,
-    SnapshotTool,
-    Stack,
-    Team,
-    Threshold,
-    ToolsDocument,
-    WorkerHeartbeat,
-)
+from dashboard.alerts.models import Alert, Threshold
+from dashboard.alerts.notify.models import Channel, Delivery, Notification, NotificationEvent
+from dashboard.servers.models import McpServer, PollRun, Snapshot, SnapshotTool, Stack, ToolsDocument
+from dashboard.system.models import WorkerHeartbeat
+from dashboard.teams.models import ApiToken, Membership, Team
 
 
 class MembershipInline(admin.TabularInline):

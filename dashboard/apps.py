@@ -7,4 +7,4 @@ class DashboardConfig(AppConfig):
 
     def ready(self) -> None:
         # Connects threshold evaluation to `snapshot_recorded` in every process (web, worker, commands).
-        from dashboard import budgets  # noqa: F401
+        from dashboard.alerts import budgets  # noqa: F401

@@ -12,8 +12,9 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from dashboard.models import McpServer, PollRun, Snapshot, Stack, Team, Transport
-from dashboard.polling import poll_server
+from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
+from dashboard.servers.polling import poll_server
+from dashboard.teams.models import Team
 
 GROWN_ENV = "MCP_EXAMPLE_GROWN"
 
@@ -82,8 +83,9 @@ def ensure_demo_budgets(team: Team) -> None:
     The email channel goes through Django's mail settings (the console in the embedded run), so
     the demo notifies without any webhook or outside service.
     """
-    from dashboard.budgets import evaluate_team
-    from dashboard.models import Channel, ChannelKind, Level, Measure, Threshold
+    from dashboard.alerts.budgets import evaluate_team
+    from dashboard.alerts.models import Level, Measure, Threshold
+    from dashboard.alerts.notify.models import Channel, ChannelKind
 
     defaults = [
         (Measure.FIXED_TAX_TOKENS, Level.WARNING, 3500),

@@ -6,7 +6,7 @@ import socket
 from celery import shared_task
 from celery.signals import worker_ready
 
-from dashboard.models import WorkerHeartbeat
+from dashboard.system.models import WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -29,21 +29,21 @@ def worker_heartbeat(hostname: str | None = None) -> str:
 
 @shared_task(name="dashboard.tasks.poll_server", ignore_result=True, acks_late=True)
 def poll_server_task(server_id: int, trigger: str = "schedule") -> dict:
-    from dashboard.polling import poll_server
+    from dashboard.servers.polling import poll_server
 
     return poll_server(server_id, trigger=trigger).to_dict()
 
 
 @shared_task(name="dashboard.tasks.dispatch_due_polls", ignore_result=True)
 def dispatch_due_polls() -> int:
-    from dashboard.polling import dispatch_due
+    from dashboard.servers.polling import dispatch_due
 
     return len(dispatch_due())
 
 
 @shared_task(name="dashboard.tasks.deliver_notification", bind=True, ignore_result=True, max_retries=None)
 def deliver_notification(self, delivery_id: int) -> str:
-    from dashboard.notify.delivery import deliver
+    from dashboard.alerts.notify.delivery import deliver
 
     outcome = deliver(delivery_id)
     if outcome.status == "retry":
@@ -54,7 +54,7 @@ def deliver_notification(self, delivery_id: int) -> str:
 
 @shared_task(name="dashboard.tasks.sweep_notifications", ignore_result=True)
 def sweep_notifications() -> int:
-    from dashboard.budgets import expire_silences
-    from dashboard.notify.delivery import sweep_pending
+    from dashboard.alerts.budgets import expire_silences
+    from dashboard.alerts.notify.delivery import sweep_pending
 
     return len(sweep_pending()) + expire_silences()

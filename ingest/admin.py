@@ -1,21 +1,18 @@
 from django.contrib import admin
 
-from ingest.models import (
+from ingest.capture.models import (
     Agent,
     BulkArgument,
     BulkContent,
     CaptureSession,
-    FidelityDaily,
     IngestJob,
     LineRecord,
-    ModelPrice,
-    ReferenceDocument,
-    ReferenceFingerprint,
     TeamCaptureSettings,
     ToolCall,
     WatchedFile,
     WatchedFolder,
 )
+from ingest.fidelity.models import FidelityDaily, ModelPrice, ReferenceDocument, ReferenceFingerprint
 
 
 @admin.register(Agent)

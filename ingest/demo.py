@@ -1,7 +1,7 @@
 """Demo capture data: real MCP traffic, really captured and ingested.
 
 Three agents (different ``clientInfo``) drive the official SDK client through the logging proxy
-(``python -m ingest.proxy``, stdio) to the lean and the sprawling example servers and paste
+(``python -m mcptax.proxy``, stdio) to the lean and the sprawling example servers and paste
 documents as tool arguments: exact copies, a dropped final newline, CRLF turned into LF, a
 truncated copy, an edited one, an ``expected_sha256`` the paste does not match (the lean server
 refuses it with ``isError``), and reference calls by ``path``. The proxy's log is then ingested
@@ -24,9 +24,9 @@ from django.conf import settings
 from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
-from dashboard.models import Team
-from ingest.models import IngestJob
-from ingest.pipeline import ingest_path
+from dashboard.teams.models import Team
+from ingest.capture.models import IngestJob
+from ingest.capture.pipeline import ingest_path
 
 logger = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def _scripts(doc: str, csv: str, round_no: int = 0) -> list[tuple[Implementation
 
 def _through_proxy(label: str, log: Path, root: Path) -> StdioServerParameters:
     server = [sys.executable, "-m", MODULES[label], "--transport", "stdio", "--root", str(root)]
-    proxy = [sys.executable, "-m", "ingest.proxy", "--server-label", label, "--log", str(log), "--"]
+    proxy = [sys.executable, "-m", "mcptax.proxy", "--server-label", label, "--log", str(log), "--"]
     return StdioServerParameters(
         command=proxy[0],
         args=[*proxy[1:], *server],
@@ -182,7 +182,7 @@ def build_capture_demo(team: Team) -> IngestJob | None:
         return None
     log = capture_demo_log(Path(settings.VAR_DIR) / "demo-capture")
     # The documents the agents were asked to paste, so pastes without a stated hash are judged too.
-    from ingest.references import register_upload
+    from ingest.fidelity.references import register_upload
 
     register_upload(team, _skill_doc().encode(), name="release-skill.md", rejudge=False)
     register_upload(team, _csv().encode(), name="stock.csv", rejudge=False)

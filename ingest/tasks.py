@@ -1,4 +1,4 @@
-"""Celery tasks of the ingest app: thin wrappers over ingest.pipeline (all routed to ``ingest``)."""
+"""Celery tasks of the ingest app: thin wrappers over ingest.capture.pipeline (all routed to ``ingest``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from ingest import pipeline
-from ingest.models import IngestJob
+from ingest.capture import pipeline
+from ingest.capture.models import IngestJob
 
 
 @shared_task(name="ingest.tasks.run_ingest_job", ignore_result=True)
@@ -28,7 +28,7 @@ def stalled_jobs(now=None) -> list[int]:
     died and the broker will not redeliver before its visibility timeout). Watched-file jobs are
     driven by the folder scan instead."""
     now = now or timezone.now()
-    lease = timedelta(seconds=int(getattr(settings, "INGEST_JOB_LEASE_SECONDS", 120)))
+    lease = timedelta(seconds=settings.INGEST_JOB_LEASE_SECONDS)
     stale_running = IngestJob.objects.filter(status=IngestJob.Status.RUNNING, heartbeat_at__lt=now - lease)
     stale_queued = IngestJob.objects.filter(status=IngestJob.Status.QUEUED, created__lt=now - 5 * lease)
     return list(
@@ -49,14 +49,14 @@ def resume_stalled_jobs() -> list[int]:
 
 @shared_task(name="ingest.tasks.scan_watched_folders", ignore_result=True)
 def scan_watched_folders(folder_id: int | None = None) -> int:
-    """Beat (every 10 s): tail every enabled watched folder (ingest.watch); returns files read."""
-    from ingest.watch import scan_all
+    """Beat (every 10 s): tail every enabled watched folder (ingest.capture.watch); returns files read."""
+    from ingest.capture.watch import scan_all
 
     return sum(scan.files_read for scan in scan_all(folder_id))
 
 
 @shared_task(name="ingest.tasks.purge_expired_content", ignore_result=True)
 def purge_expired_content() -> int:
-    from ingest.retention import purge_expired_content as purge
+    from ingest.capture.retention import purge_expired_content as purge
 
     return purge()

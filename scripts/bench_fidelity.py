@@ -4,7 +4,7 @@ Seeds (once; `--reseed` to start over) a team with 20 agents (5 families x 4 ver
 1,000,000 ToolCalls are spread over the last 90 days, ~30 % of them with a BulkArgument (verdicts
 in realistic proportions, sizes from 200 B to 300 KB), ~10 % reference calls and the rest plain
 calls, written with PostgreSQL COPY. The FidelityDaily rollups are then built from those tables by
-one INSERT ... SELECT ... GROUP BY that applies the engine's rules (ingest.rollups: a call counts
+one INSERT ... SELECT ... GROUP BY that applies the engine's rules (ingest.fidelity.rollups: a call counts
 once, on its bulk argument's row, else as by_reference / no_bulk; size buckets; billed tokens =
 pasted tokens when no output tokens are known; money from the team's price book).
 
@@ -83,8 +83,9 @@ def seed(calls: int, seed_value: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
 
-    from dashboard.models import Membership, Team
-    from ingest.models import Agent, BulkArgument, FidelityDaily, ToolCall
+    from dashboard.teams.models import Membership, Team
+    from ingest.capture.models import Agent, BulkArgument, ToolCall
+    from ingest.fidelity.models import FidelityDaily
 
     rng = random.Random(seed_value)
     User = get_user_model()
@@ -206,16 +207,18 @@ def seed(calls: int, seed_value: int) -> None:
 
 
 def build_rollups(team) -> None:
-    """The engine's rollup rules as one bulk INSERT ... SELECT (ingest.rollups.contributions)."""
+    """The engine's rollup rules as one bulk INSERT ... SELECT (ingest.fidelity.rollups.contributions)."""
     from django.db import connection
 
-    from ingest.costs import MILLION, PriceBook
-    from ingest.models import Agent
+    from ingest.capture.models import Agent
+    from ingest.fidelity.costs import MILLION, PriceBook
 
     book = PriceBook(team)
     rates = {a.pk: book.output_rate(a.family) for a in Agent.objects.filter(team=team)}
     rate_sql = " ".join(f"WHEN {pk} THEN {rate * MILLION}" for pk, rate in rates.items())
-    reference_tokens = 21  # what '"path":"docs/runbook.md"' style references cost, as in ingest.costs
+    reference_tokens = (
+        21  # what '"path":"docs/runbook.md"' style references cost, as in ingest.fidelity.costs
+    )
     sql = f"""
         INSERT INTO ingest_fidelitydaily (team_id, day, agent_id, server_label, tool, verdict, size_bucket,
             calls, arguments, bytes, pasted_tokens, output_tokens, billed_tokens, reference_tokens, cost_usd,
@@ -280,8 +283,9 @@ def main() -> None:
     from django.test.utils import setup_test_environment
     from django.urls import reverse
 
-    from dashboard.models import Team
-    from ingest.models import FidelityDaily, ToolCall
+    from dashboard.teams.models import Team
+    from ingest.capture.models import ToolCall
+    from ingest.fidelity.models import FidelityDaily
 
     call_command("migrate", verbosity=0)
     team = Team.objects.filter(slug=TEAM_SLUG).first()
@@ -330,7 +334,7 @@ def main() -> None:
     print(f"\n{'page':48} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'KB':>6}")
     for name, url, target in pages:
         if url is None:
-            from ingest import reports
+            from ingest.fidelity import selectors as reports
 
             times = []
             for _ in range(options.repeat):

@@ -6,7 +6,7 @@ About 10% of the frames are ``tools/call`` requests carrying a 1-100 KB bulk arg
 their responses); the rest are initialize/list/ping traffic, notifications and stderr lines. The
 script creates the database if it is missing, migrates it, ingests the log into a fresh team
 and prints frames/s and MB/s of (a) the full ingest and (b) only parsing, hashing and tokenizing
-the same log (``ingest.formats.read_calls`` + ``ingest.bulk.find_bulk_arguments``), and their ratio.
+the same log (``mcptax.formats.read_calls`` + ``mcptax.bulk.find_bulk_arguments``), and their ratio.
 """
 
 from __future__ import annotations
@@ -155,8 +155,8 @@ def ensure_database(url: str) -> None:
 
 def raw_cost(path: Path) -> tuple[float, int, int]:
     """Seconds to parse, assemble, hash and tokenize the log with no database; (s, calls, bulk)."""
-    from ingest.bulk import find_bulk_arguments
-    from ingest.formats import ObservedCall, read_calls
+    from mcptax.bulk import find_bulk_arguments
+    from mcptax.formats import ObservedCall, read_calls
 
     started = time.perf_counter()
     calls = bulk = 0
@@ -185,9 +185,9 @@ def main() -> int:
     from django.core.management import call_command
     from django.db import connection
 
-    from dashboard.models import Team
-    from ingest.bulk import count_tokens
-    from ingest.pipeline import ingest_path
+    from dashboard.teams.models import Team
+    from ingest.capture.pipeline import ingest_path
+    from mcptax.bulk import count_tokens
 
     call_command("migrate", verbosity=0, skip_checks=True)
     workdir = Path(tempfile.mkdtemp(prefix="bench-ingest-"))

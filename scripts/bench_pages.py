@@ -87,8 +87,8 @@ FINDINGS = [
 
 
 def seed(team, servers: int, snapshots: int, owner) -> None:
-    from dashboard.models import (
-        Alert,
+    from dashboard.alerts.models import Alert
+    from dashboard.servers.models import (
         McpServer,
         PollRun,
         Snapshot,
@@ -228,7 +228,7 @@ def main() -> int:
         settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = str(test_file)
     old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
     try:
-        from dashboard.models import Membership, Team
+        from dashboard.teams.models import Membership, Team
 
         user = get_user_model().objects.create_user("bench", password="bench-password-123")
         small = Team.objects.create(name="Ten")

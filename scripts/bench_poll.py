@@ -43,11 +43,12 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import close_old_connections, connection
 
-    from dashboard import tokens
-    from dashboard.mcp_client import fetch_tools_sync
-    from dashboard.models import McpServer, Snapshot, Team, Transport
-    from dashboard.polling import poll_server, record_snapshot, target_for
+    from dashboard.servers.models import McpServer, Snapshot, Transport
+    from dashboard.servers.polling import poll_server, record_snapshot, target_for
+    from dashboard.teams.models import Team
     from examples.servers.launch import serve_http
+    from mcptax import tokens
+    from mcptax.client import fetch_tools_sync
 
     concurrency = args.concurrency or settings.POLL_CONCURRENCY
     call_command("migrate", verbosity=0)

@@ -10,8 +10,9 @@ import re
 
 import pytest
 
-from ingest import pipeline, references
-from ingest.models import BulkArgument
+from ingest.capture import pipeline
+from ingest.capture.models import BulkArgument
+from ingest.fidelity import references
 from tests.test_fidelity_pages import DOC, PASTES, capture_log, sha
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]

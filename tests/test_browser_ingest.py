@@ -44,7 +44,7 @@ def slow_worker(monkeypatch):
 def test_upload_and_watch_the_job_finish_without_a_reload(
     browser_page, live_server, team, alice, slow_worker, settings, tmp_path
 ):
-    from ingest.models import IngestJob
+    from ingest.capture.models import IngestJob
 
     settings.MEDIA_ROOT = tmp_path / "media"
     page = browser_page

@@ -33,7 +33,7 @@ def test_schema_tax_pages_in_chromium(
     # The demo history was polled seconds ago; age it so a fresh poll is visible as such.
     from django.utils import timezone
 
-    from dashboard.models import McpServer
+    from dashboard.servers.models import McpServer
 
     McpServer.objects.filter(team=team).update(last_poll_at=timezone.now() - timedelta(hours=1))
 

@@ -11,25 +11,12 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.mcp_client import FetchResult, ServerTarget, fetch_tools_sync
-from dashboard.models import (
-    Alert,
-    AlertState,
-    Channel,
-    ChannelKind,
-    Delivery,
-    EventKind,
-    Level,
-    McpServer,
-    Measure,
-    NotificationEvent,
-    Snapshot,
-    Stack,
-    Threshold,
-    Transport,
-)
-from dashboard.notify.webhook import SIGNATURE_HEADER, verify
+from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, EventKind, NotificationEvent
+from dashboard.alerts.notify.webhook import SIGNATURE_HEADER, verify
+from dashboard.servers.models import McpServer, Snapshot, Stack, Transport
 from examples.servers.launch import stdio_command
+from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
 from tests.conftest import ROOT
 from tests.test_notify import Receiver, eager_celery  # noqa: F401 - fixture
 
@@ -62,7 +49,7 @@ def set_grown(server: McpServer, grown: bool) -> None:
 
 def poll(server: McpServer, capture):
     """Poll for real; run the on-commit work (evaluation, then delivery) as a commit would."""
-    from dashboard.polling import poll_server
+    from dashboard.servers.polling import poll_server
 
     with capture(execute=True):
         summary = poll_server(server.pk, trigger="test")
@@ -72,8 +59,8 @@ def poll(server: McpServer, capture):
 
 def record(server: McpServer, name: str, grown: bool) -> Snapshot:
     """Store a snapshot from a real fetch without a subprocess per test, then evaluate it."""
-    from dashboard.budgets import evaluate_snapshot
-    from dashboard.polling import record_snapshot
+    from dashboard.alerts.budgets import evaluate_snapshot
+    from dashboard.servers.polling import record_snapshot
 
     snapshot, _ = record_snapshot(server, fetch_example(name, grown))
     evaluate_snapshot(snapshot)
@@ -206,7 +193,7 @@ def _events(alert: Alert) -> list[str]:
 
 
 def test_open_or_update_alert_is_idempotent_escalates_and_wakes_from_silence(team, alice):
-    from dashboard.budgets import expire_silences, open_or_update_alert, resolve_alert
+    from dashboard.alerts.budgets import expire_silences, open_or_update_alert, resolve_alert
 
     args = ("agent:1:agent_exact_rate", Measure.AGENT_EXACT_RATE)
     first = open_or_update_alert(team, *args, Level.WARNING, 92.0, 95.0, "exact 92%", "claude-code 2.1")
@@ -250,7 +237,7 @@ def test_silence_until_next_release(team):
 
 
 def test_alert_page_acknowledge_and_silence_with_htmx(alice_client, team, alice):
-    from dashboard.budgets import open_or_update_alert
+    from dashboard.alerts.budgets import open_or_update_alert
 
     alert = open_or_update_alert(
         team,
@@ -291,7 +278,7 @@ def test_alert_page_acknowledge_and_silence_with_htmx(alice_client, team, alice)
 
 
 def test_alert_pages_are_team_scoped(alice_client, team, user_factory, team_factory):
-    from dashboard.budgets import open_or_update_alert
+    from dashboard.alerts.budgets import open_or_update_alert
 
     other = team_factory("Other", user_factory("bob"))
     theirs = open_or_update_alert(other, "k", Measure.FIXED_TAX_TOKENS, Level.ERROR, 2, 1, "m", "s").alert
@@ -316,7 +303,7 @@ def test_alert_pages_are_team_scoped(alice_client, team, user_factory, team_fact
 
 
 def test_alert_list_queries_do_not_grow_with_rows(alice_client, team):
-    from dashboard.budgets import open_or_update_alert
+    from dashboard.alerts.budgets import open_or_update_alert
 
     def add(n, start):
         for i in range(start, start + n):
@@ -452,7 +439,7 @@ def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
 def test_acknowledge_and_silence_in_chromium(browser_page, live_server, team, alice):
-    from dashboard.budgets import open_or_update_alert
+    from dashboard.alerts.budgets import open_or_update_alert
 
     alice.set_password("pw-for-browser-123")
     alice.save()

@@ -1,4 +1,4 @@
-"""Bulk-argument detection and figures (DESIGN.md §2), ingest/bulk.py."""
+"""Bulk-argument detection and figures (docs/definitions.md), ingest/bulk.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import tiktoken
 
-from ingest.bulk import (
+from mcptax.bulk import (
     BulkArg,
     count_lines,
     count_tokens,

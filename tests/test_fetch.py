@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ingest.fetch import FetchRefused, fetch_reference, host_allowed, normalize_url
+from ingest.fidelity.fetch import FetchRefused, fetch_reference, host_allowed, normalize_url
 
 DOC = ("# Skill\n\n" + "Use the reference, not a pasted copy.\n" * 300).encode()
 

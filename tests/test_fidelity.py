@@ -1,4 +1,4 @@
-"""Verdict engine (ingest.fidelity) and reference-document fingerprints (ingest.fingerprints)."""
+"""Verdict engine (mcptax.verdict_rules) and reference-document fingerprints (mcptax.fingerprints)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from ingest import fidelity
-from ingest.fidelity import Verdict, canonical, diff_context, judge, verdict_counts_order
-from ingest.fingerprints import KINDS, candidate_keys, fingerprints, lookup_key, rank_candidates
+from mcptax import verdict_rules as fidelity
+from mcptax.fingerprints import KINDS, candidate_keys, fingerprints, lookup_key, rank_candidates
+from mcptax.verdict_rules import Verdict, canonical, diff_context, judge, verdict_counts_order
 
 
 def sha(value: str | list) -> str:
@@ -145,7 +145,7 @@ def test_mutated_records_offset_and_similarity():
 
 
 def relations_that_hold(a: str, e: str) -> set[str]:
-    """Test oracle: every string relation of DESIGN.md §2 that holds, ignoring precedence."""
+    """Test oracle: every string relation of docs/definitions.md that holds, ignoring precedence."""
     held = {"mutated"}
     if a == e:
         held.add("exact")

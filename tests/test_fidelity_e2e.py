@@ -20,10 +20,12 @@ from django.db.models import Sum
 from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
-from dashboard.models import Alert, Threshold
-from dashboard.models.alerts import Level, Measure
-from ingest import fidelity, pipeline, references, rollups
-from ingest.models import BulkArgument, FidelityDaily, IngestJob, ToolCall
+from dashboard.alerts.models import Alert, Level, Measure, Threshold
+from ingest.capture import pipeline
+from ingest.capture.models import BulkArgument, IngestJob, ToolCall
+from ingest.fidelity import references, rollups
+from ingest.fidelity.models import FidelityDaily
+from mcptax import verdict_rules as fidelity
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -92,7 +94,7 @@ EXPECTED = {
 def through_proxy(log: Path, label: str, server: list[str]) -> StdioServerParameters:
     return StdioServerParameters(
         command=PY,
-        args=["-m", "ingest.proxy", "--server-label", label, "--log", str(log), "--", PY, *server],
+        args=["-m", "mcptax.proxy", "--server-label", label, "--log", str(log), "--", PY, *server],
         env={"PYTHONPATH": str(ROOT)},
         cwd=str(ROOT),
     )

@@ -22,8 +22,10 @@ from django.urls import reverse
 from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
-from ingest import pipeline, references
-from ingest.models import Agent, BulkArgument, FidelityDaily, ModelPrice, ReferenceDocument, ToolCall
+from ingest.capture import pipeline
+from ingest.capture.models import Agent, BulkArgument, ToolCall
+from ingest.fidelity import references
+from ingest.fidelity.models import FidelityDaily, ModelPrice, ReferenceDocument
 from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.timeout(300)]
@@ -75,7 +77,7 @@ SCRIPT: list[tuple[str, list[tuple[dict, dict | None]]]] = [
 def _through_proxy(log: Path, root: Path) -> StdioServerParameters:
     return StdioServerParameters(
         command=PY,
-        args=["-m", "ingest.proxy", "--server-label", LABEL, "--log", str(log), "--"]
+        args=["-m", "mcptax.proxy", "--server-label", LABEL, "--log", str(log), "--"]
         + [PY, "-m", "examples.servers.lean", "--transport", "stdio", "--root", str(root)],
         env={"PYTHONPATH": str(ROOT)},
         cwd=str(ROOT),
@@ -292,7 +294,7 @@ def test_a_big_team_re_judges_a_new_reference_on_the_worker(
 ):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from ingest import views_fidelity
+    from ingest.fidelity import views as views_fidelity
 
     monkeypatch.setattr(views_fidelity, "INLINE_REJUDGE_MAX_CONTENTS", 0)
     team = fidelity_team
@@ -303,7 +305,7 @@ def test_a_big_team_re_judges_a_new_reference_on_the_worker(
     assert "being recomputed by a worker" in response.content.decode()
     assert _arg(team, "unverifiable").verdict == "unverifiable"  # not yet: the request did not wait
     assert len(callbacks) == 1
-    from ingest.verdicts import rejudge_document_task
+    from ingest.fidelity.verdicts import rejudge_document_task
 
     document = ReferenceDocument.objects.get(team=team, name="notes.txt")
     rejudge_document_task.run(document.pk)  # what the worker runs
@@ -342,7 +344,7 @@ def test_reference_documents_page_lists_matches_and_registers(alice_client, fide
 
 
 def test_price_table_edits_reprice_the_figures(alice_client, fidelity_team, user_factory):
-    from dashboard.models import Membership
+    from dashboard.teams.models import Membership
 
     team = fidelity_team
     url = reverse("fidelity_prices", args=[team.slug])
@@ -386,8 +388,7 @@ def test_price_table_edits_reprice_the_figures(alice_client, fidelity_team, user
 
 
 def test_overview_panel_shows_agents_and_open_fidelity_alerts(alice_client, fidelity_team):
-    from dashboard.models import Alert
-    from dashboard.models.alerts import Level, Measure
+    from dashboard.alerts.models import Alert, Level, Measure
 
     team = fidelity_team
     Alert.objects.create(
@@ -563,7 +564,7 @@ def test_call_list_pages_newest_first_across_versions(alice_client, team):
 
 
 def test_rare_verdict_lookup_finds_the_same_calls_as_the_walk(alice_client, fidelity_team):
-    from ingest import views_fidelity
+    from ingest.fidelity import views as views_fidelity
 
     team = fidelity_team
     ids = list(Agent.objects.filter(team=team).values_list("pk", flat=True))

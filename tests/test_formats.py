@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ingest.bulk import find_bulk_arguments
-from ingest.formats import (
+from mcptax.bulk import find_bulk_arguments
+from mcptax.formats import (
     LineOutcome,
     ObservedCall,
     Tally,
@@ -19,7 +19,7 @@ from ingest.formats import (
     parse,
     read_calls,
 )
-from ingest.formats.har import split_sse
+from mcptax.formats.har import split_sse
 
 LOGS = Path(__file__).parent / "data" / "logs"
 SAMPLES = {

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ingest.bulk import find_bulk_arguments, resolve_pointer
-from ingest.formats import LineOutcome, ObservedCall, Tally, UnknownFormatError, detect_format, read_calls
+from mcptax.bulk import find_bulk_arguments, resolve_pointer
+from mcptax.formats import LineOutcome, ObservedCall, Tally, UnknownFormatError, detect_format, read_calls
 
 LOGS = Path(__file__).parent / "data" / "logs"
 JSONL_SAMPLES = {

@@ -153,7 +153,7 @@ def test_api_tokens_are_shown_once_stored_hashed_and_revocable(alice_client, tea
 
 
 def test_members_cannot_create_tokens(client, team, user_factory):
-    from dashboard.models import Membership
+    from dashboard.teams.models import Membership
 
     carol = user_factory("carol")
     Membership.objects.create(team=team, user=carol, role=Membership.Role.MEMBER)
@@ -165,7 +165,7 @@ def test_members_cannot_create_tokens(client, team, user_factory):
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_real_celery_worker_on_redis_writes_to_postgresql(postgres_and_redis, celery_worker_process):
-    from dashboard.models import WorkerHeartbeat
+    from dashboard.system.models import WorkerHeartbeat
     from dashboard.tasks import worker_heartbeat
 
     name = f"ci-probe-{os.getpid()}"

@@ -7,7 +7,9 @@ import json
 import pytest
 from django.core.management import call_command
 
-from dashboard.models import ApiToken, Level, Measure, Stack, Threshold
+from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.servers.models import Stack
+from dashboard.teams.models import ApiToken
 from tests.test_budgets import SPRAWL_V14, SPRAWL_V15, fetch_example, record, stdio_server
 
 

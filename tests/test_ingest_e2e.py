@@ -28,8 +28,8 @@ from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
 from examples.servers.launch import free_port, serve_http
-from ingest import pipeline
-from ingest.models import BulkArgument, ToolCall
+from ingest.capture import pipeline
+from ingest.capture.models import BulkArgument, ToolCall
 from tests.conftest import ROOT, need_service
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
@@ -98,7 +98,7 @@ def lean_stdio_through_proxy(log: Path, root: Path) -> StdioServerParameters:
         command=PY,
         args=[
             "-m",
-            "ingest.proxy",
+            "mcptax.proxy",
             "--server-label",
             "lean",
             "--log",
@@ -155,7 +155,7 @@ def test_sdk_client_through_the_http_proxy_to_the_lean_server(team, tmp_path):
     log = tmp_path / "http.jsonl"
     port = free_port()
     with serve_http("lean", "--root", str(root)) as upstream:
-        cmd = [PY, "-m", "ingest.proxy", "--server-label", "lean", "--log", str(log)]
+        cmd = [PY, "-m", "mcptax.proxy", "--server-label", "lean", "--log", str(log)]
         with running([*cmd, "--listen", f"127.0.0.1:{port}", "--upstream", upstream], port):
             reported = anyio.run(paste, f"http://127.0.0.1:{port}/mcp", data.decode(), "e2e-http")
     assert_paste_ingested(team, log, data, reported, root, "http")
@@ -243,7 +243,7 @@ def test_a_mitmproxy_har_ingests_to_the_same_calls_as_the_proxy_log(team, team_f
         ]
         # client -> our proxy -> mitmdump -> lean: both captures see the very same requests.
         with running(mitm_cmd, mitm_port):
-            cmd = [PY, "-m", "ingest.proxy", "--server-label", "lean", "--log", str(log)]
+            cmd = [PY, "-m", "mcptax.proxy", "--server-label", "lean", "--log", str(log)]
             target = f"http://127.0.0.1:{mitm_port}/mcp"
             with running([*cmd, "--listen", f"127.0.0.1:{proxy_port}", "--upstream", target], proxy_port):
                 reported = anyio.run(paste, f"http://127.0.0.1:{proxy_port}/mcp", data.decode(), "e2e-har")
@@ -266,7 +266,7 @@ def test_a_mitmproxy_har_ingests_to_the_same_calls_as_the_proxy_log(team, team_f
 
 @pytest.mark.django_db
 def test_demo_capture_is_real_traffic_from_three_agents(team, settings, tmp_path):
-    from dashboard.models import McpServer
+    from dashboard.servers.models import McpServer
     from ingest.demo import ROUNDS, build_capture_demo
 
     settings.VAR_DIR = tmp_path

@@ -9,8 +9,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from ingest import pipeline
-from ingest.models import IngestJob, LineRecord, WatchedFile, WatchedFolder
+from ingest.capture import pipeline
+from ingest.capture.models import IngestJob, LineRecord, WatchedFile, WatchedFolder
 from tests.conftest import make_envelope_log
 
 
@@ -186,7 +186,7 @@ def test_a_quarantined_line_is_viewable_and_downloadable_exactly(alice_client, t
 
 
 def test_watched_folders_page_shows_offsets(alice_client, team, tmp_path):
-    from ingest.watch import scan_all
+    from ingest.capture.watch import scan_all
 
     folder = WatchedFolder.objects.create(team=team, path=str(tmp_path), pattern="*.jsonl")
     (tmp_path / "a.jsonl").write_bytes(make_envelope_log(2) + b'{"partial')
@@ -252,7 +252,7 @@ def test_pages_need_a_login(client, team):
 
 
 def test_quarantine_job_and_watch_pages_use_a_constant_number_of_queries(alice_client, team, tmp_path):
-    from ingest.watch import scan_all
+    from ingest.capture.watch import scan_all
 
     def queries(url: str) -> int:
         with CaptureQueriesContext(connection) as ctx:

@@ -24,9 +24,9 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dashboard.models import McpServer
-from ingest import pipeline
-from ingest.models import (
+from dashboard.servers.models import McpServer
+from ingest.capture import pipeline
+from ingest.capture.models import (
     Agent,
     BulkArgument,
     BulkContent,
@@ -38,7 +38,7 @@ from ingest.models import (
     WatchedFile,
     WatchedFolder,
 )
-from ingest.signals import calls_ingested
+from ingest.capture.signals import calls_ingested
 from tests.conftest import ROOT
 
 LOGS = ROOT / "tests" / "data" / "logs"
@@ -612,9 +612,9 @@ import django
 django.setup()
 from django.conf import settings
 settings.INGEST_BATCH_CALLS = 25
-from dashboard.models import Team
-from ingest import pipeline
-from ingest.models import IngestJob
+from dashboard.teams.models import Team
+from ingest.capture import pipeline
+from ingest.capture.models import IngestJob
 mode = sys.argv[1]
 if mode == "setup":
     ids = []

@@ -13,10 +13,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from dashboard.models import ApiToken, Membership
-from ingest import pipeline
-from ingest.models import Agent, IngestJob, ToolCall, WatchedFile, WatchedFolder
-from ingest.watch import WatchPathError, scan_all, validate_watch_path
+from dashboard.teams.models import ApiToken, Membership
+from ingest.capture import pipeline
+from ingest.capture.models import Agent, IngestJob, ToolCall, WatchedFile, WatchedFolder
+from ingest.capture.watch import WatchPathError, scan_all, validate_watch_path
 from tests.conftest import make_envelope_log
 
 API = "/api/v1/ingest"
@@ -77,7 +77,7 @@ def test_upload_streams_to_disk_and_the_task_ingests_it(
 
 def test_upload_handler_never_holds_the_file_in_memory(alice_client, team, settings, monkeypatch):
     """Bigger than FILE_UPLOAD_MAX_MEMORY_SIZE: still written chunk by chunk to its final path."""
-    from ingest.forms import IngestUploadHandler
+    from ingest.capture.forms import IngestUploadHandler
 
     chunks: list[int] = []
     original = IngestUploadHandler.receive_data_chunk
@@ -561,7 +561,7 @@ def test_the_logging_proxy_pushes_to_the_real_api(live_server, team, settings, t
         command=sys.executable,
         args=[
             "-m",
-            "ingest.proxy",
+            "mcptax.proxy",
             "--server-label",
             "echo",
             "--push",

@@ -1,4 +1,4 @@
-"""dashboard.mcp_client against real example servers (stdio subprocesses and loopback HTTP)."""
+"""mcptax.client against real example servers (stdio subprocesses and loopback HTTP)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from dashboard.mcp_client import (
+from examples.servers.launch import free_port, serve_http, stdio_command
+from examples.servers.misbehaving import QUIRKY_PAGES
+from mcptax.client import (
     ENVELOPE_SLACK_BYTES,
     FetchResult,
     PollError,
@@ -21,8 +23,6 @@ from dashboard.mcp_client import (
     fetch_tools,
     fetch_tools_sync,
 )
-from examples.servers.launch import free_port, serve_http, stdio_command
-from examples.servers.misbehaving import QUIRKY_PAGES
 
 pytestmark = pytest.mark.timeout(120)
 

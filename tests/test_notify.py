@@ -11,19 +11,17 @@ import pytest
 from django.core import mail
 from django.urls import reverse
 
-from dashboard.models import (
-    Alert,
+from dashboard.alerts.models import Alert, Level, Measure
+from dashboard.alerts.notify.models import (
     AttemptStatus,
     Channel,
     ChannelKind,
     Delivery,
     DeliveryStatus,
     EventKind,
-    Level,
-    Measure,
     Notification,
 )
-from dashboard.notify.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+from dashboard.alerts.notify.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
 
 
 class Receiver:
@@ -92,7 +90,7 @@ def eager_celery():
 
 
 def open_alert(team, rule_key="server:x:fixed_tax_tokens", level=Level.ERROR, value=4125.0):
-    from dashboard.budgets import open_or_update_alert
+    from dashboard.alerts.budgets import open_or_update_alert
 
     return open_or_update_alert(
         team,
@@ -143,7 +141,7 @@ def test_transient_failures_are_retried_and_the_alert_arrives_once(team, eager_c
 
 
 def test_a_404_disables_the_channel_and_its_page_says_why(team, alice_client, eager_celery):
-    from dashboard.notify.delivery import deliver
+    from dashboard.alerts.notify.delivery import deliver
 
     with Receiver([404]) as hook:
         channel = Channel.objects.create(
@@ -169,7 +167,7 @@ def test_a_404_disables_the_channel_and_its_page_says_why(team, alice_client, ea
 
 
 def test_giving_up_after_max_attempts_keeps_the_channel(team, settings):
-    from dashboard.notify.delivery import deliver
+    from dashboard.alerts.notify.delivery import deliver
 
     settings.NOTIFY_MAX_ATTEMPTS = 2
     with Receiver([503, 503, 503]) as hook:
@@ -188,7 +186,7 @@ def test_giving_up_after_max_attempts_keeps_the_channel(team, settings):
 
 
 def test_timeouts_and_429_are_transient(team, settings):
-    from dashboard.notify.delivery import deliver
+    from dashboard.alerts.notify.delivery import deliver
 
     settings.NOTIFY_HTTP_TIMEOUT = 0.3
     with Receiver([429]) as limited, Receiver(delay=1.0) as slow:
@@ -203,7 +201,7 @@ def test_timeouts_and_429_are_transient(team, settings):
 
 
 def test_webhook_is_signed_with_the_channel_secret(team):
-    from dashboard.notify.delivery import deliver
+    from dashboard.alerts.notify.delivery import deliver
 
     with Receiver() as hook:
         channel = Channel.objects.create(
@@ -225,7 +223,7 @@ def test_webhook_is_signed_with_the_channel_secret(team):
 
 
 def test_slack_email_and_apprise_channels_deliver(team, settings):
-    from dashboard.notify.delivery import deliver
+    from dashboard.alerts.notify.delivery import deliver
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     with Receiver() as slack, Receiver() as apprise_target:
@@ -249,7 +247,7 @@ def test_slack_email_and_apprise_channels_deliver(team, settings):
 
 
 def test_channel_min_level_and_resolution_preferences(team):
-    from dashboard.budgets import resolve_alert
+    from dashboard.alerts.budgets import resolve_alert
 
     errors_only = Channel.objects.create(
         team=team,
@@ -296,7 +294,7 @@ def test_send_test_button(team, alice_client):
 def test_channel_pages_are_team_scoped_and_admin_only_for_changes(
     alice_client, team, client, user_factory, team_factory
 ):
-    from dashboard.models import Membership
+    from dashboard.teams.models import Membership
 
     bob = user_factory("bob")
     other = team_factory("Other", bob)

@@ -18,11 +18,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard import diff as diff_mod
-from dashboard import pages
-from dashboard.mcp_client import FetchResult
-from dashboard.models import Alert, McpServer, Membership, PollRun, Snapshot, Stack, Transport
-from dashboard.polling import record_snapshot
+from dashboard.alerts.models import Alert
+from dashboard.servers import diff as diff_mod
+from dashboard.servers import selectors as pages
+from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
+from dashboard.servers.polling import record_snapshot
+from dashboard.teams.models import Membership
+from mcptax.client import FetchResult
 
 pytestmark = pytest.mark.django_db
 
@@ -650,7 +652,7 @@ def test_overview_says_when_no_worker_is_running(alice_client, team):
 
     from django.utils import timezone
 
-    from dashboard.models import WorkerHeartbeat
+    from dashboard.system.models import WorkerHeartbeat
 
     url = reverse("team_overview", args=[team.slug])
     assert b"No Celery worker has checked in yet" in alice_client.get(url).content

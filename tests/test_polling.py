@@ -12,11 +12,11 @@ from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from dashboard import tokens
-from dashboard.config_import import ConfigImportError, import_client_config, parse_client_config
-from dashboard.models import McpServer, PollRun, Snapshot, Transport
-from dashboard.polling import claim, dispatch_due, poll_server
+from dashboard.servers.config_import import ConfigImportError, import_client_config, parse_client_config
+from dashboard.servers.models import McpServer, PollRun, Snapshot, Transport
+from dashboard.servers.polling import claim, dispatch_due, poll_server
 from examples.servers.launch import serve_http, stdio_command
+from mcptax import tokens
 
 pytestmark = pytest.mark.django_db
 
@@ -263,8 +263,8 @@ def test_client_config_import_becomes_a_stack_and_reports_placeholders(team, ali
 
 
 def test_non_admins_cannot_register_stdio_servers(team, user_factory):
-    from dashboard.forms import ServerForm
-    from dashboard.models import Membership
+    from dashboard.servers.forms import ServerForm
+    from dashboard.teams.models import Membership
 
     member = user_factory("member")
     Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)

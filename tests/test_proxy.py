@@ -26,10 +26,10 @@ import pytest
 import tiktoken
 from mcp import Client, StdioServerParameters
 
-from ingest.bulk import count_lines
-from ingest.proxy.envelope import EnvelopeWriter, digest_string, redact_bulk
-from ingest.proxy.http import SseEventParser
-from ingest.proxy.push import PushSink
+from mcptax.bulk import count_lines
+from mcptax.proxy.http import SseEventParser
+from mcptax.proxy.push import PushSink
+from mcptax.proxy.writer import EnvelopeWriter, digest_string, redact_bulk
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -40,7 +40,7 @@ SSE_UPSTREAM = SERVERS / "sse_upstream.py"
 PY = sys.executable
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-PROXY = [PY, "-m", "ingest.proxy"]
+PROXY = [PY, "-m", "mcptax.proxy"]
 # `cat` relays bytes back verbatim: the simplest possible stdio "server".
 ECHO = ["cat"]
 
@@ -176,7 +176,7 @@ def stdio_params(log: Path, *extra: str) -> StdioServerParameters:
         command=PY,
         args=[
             "-m",
-            "ingest.proxy",
+            "mcptax.proxy",
             "--server-label",
             "echo",
             "--log",

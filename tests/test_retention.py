@@ -5,9 +5,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ingest import pipeline
-from ingest.models import BulkArgument, BulkContent, TeamCaptureSettings, ToolCall
-from ingest.retention import purge_expired_content
+from ingest.capture import pipeline
+from ingest.capture.models import BulkArgument, BulkContent, TeamCaptureSettings, ToolCall
+from ingest.capture.retention import purge_expired_content
 from tests.test_ingest_pipeline import EnvelopeLog, text_of
 
 pytestmark = pytest.mark.django_db

@@ -16,12 +16,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from dashboard.models import McpServer
-from dashboard.models.servers import Transport
-from dashboard.polling import record_snapshot
-from ingest import costs, pipeline, references, rollups
-from ingest.models import BulkArgument, FidelityDaily, ModelPrice, ToolCall
-from ingest.signals import calls_ingested
+from dashboard.servers.models import McpServer, Transport
+from dashboard.servers.polling import record_snapshot
+from ingest.capture import pipeline
+from ingest.capture.models import BulkArgument, ToolCall
+from ingest.capture.signals import calls_ingested
+from ingest.fidelity import costs, references, rollups
+from ingest.fidelity.models import FidelityDaily, ModelPrice
 from tests.test_budgets import fetch_example
 from tests.test_ingest_pipeline import LOGS, EnvelopeLog
 

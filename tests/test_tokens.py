@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import tiktoken
 
-from dashboard import tokens
+from mcptax import tokens
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data" / "tools"
@@ -348,7 +348,7 @@ def test_default_encoding_never_touches_the_network(silent_proxy, tmp_path):
     proxy = f"http://127.0.0.1:{silent_proxy.port}"
     result = run_python(
         """
-        from dashboard import tokens
+        from mcptax import tokens
         print(tokens.count("hello world"), tokens.account([{"name": "x"}]).fixed_tax_tokens)
         """,
         {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "TIKTOKEN_CACHE_DIR": str(tmp_path)},
@@ -364,7 +364,7 @@ def test_hanging_download_is_bounded(silent_proxy, tmp_path):
     result = run_python(
         """
         import time
-        from dashboard import tokens
+        from mcptax import tokens
         tokens.LOAD_TIMEOUT_SECONDS = 1.0
         started = time.monotonic()
         try:
@@ -422,7 +422,7 @@ def test_other_encodings_load_through_tiktoken_and_report_their_name(tmp_path):
     result = run_python(
         """
         import json
-        from dashboard import tokens
+        from mcptax import tokens
         report = tokens.account([{"name": "héllo"}], encoding="bytes_only_test")
         print(json.dumps({
             "count": tokens.count("héllo", "bytes_only_test"),

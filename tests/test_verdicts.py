@@ -15,9 +15,12 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ingest import fidelity, pipeline, references, verdicts
-from ingest.bulk import find_bulk_arguments
-from ingest.models import BulkArgument, ReferenceDocument, ReferenceFingerprint
+from ingest.capture import pipeline
+from ingest.capture.models import BulkArgument
+from ingest.fidelity import references, verdicts
+from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
+from mcptax import verdict_rules as fidelity
+from mcptax.bulk import find_bulk_arguments
 from tests.test_ingest_pipeline import EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]

@@ -1,7 +1,7 @@
-"""Dashboard models, one module per concept; import them here so Django finds them."""
+"""Dashboard models live in their sub-packages; Django looks for an app's models here."""
 
-from dashboard.models.alerts import Alert, AlertState, Level, Measure, Threshold
-from dashboard.models.notify import (
+from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.notify.models import (
     AttemptStatus,
     Channel,
     ChannelKind,
@@ -11,7 +11,7 @@ from dashboard.models.notify import (
     Notification,
     NotificationEvent,
 )
-from dashboard.models.servers import (
+from dashboard.servers.models import (
     McpServer,
     PollOutcome,
     PollRun,
@@ -21,8 +21,8 @@ from dashboard.models.servers import (
     ToolsDocument,
     Transport,
 )
-from dashboard.models.system import WorkerHeartbeat
-from dashboard.models.teams import ApiToken, Membership, Team
+from dashboard.system.models import WorkerHeartbeat
+from dashboard.teams.models import ApiToken, Membership, Team
 
 __all__ = [
     "Alert",

@@ -3,7 +3,8 @@ import shlex
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.models import McpServer, Team, Transport
+from dashboard.servers.models import McpServer, Transport
+from dashboard.teams.models import Team
 
 
 class Command(BaseCommand):

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard import gate
-from dashboard.models import McpServer
+from dashboard.alerts import gate
+from dashboard.servers.models import McpServer
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ import json
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from dashboard.models import Membership, Team
+from dashboard.teams.models import Membership, Team
 
 DEMO_USERNAME = "demo"
 DEMO_PASSWORD = "demo-tax-2026"

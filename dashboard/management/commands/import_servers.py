@@ -3,8 +3,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.config_import import ConfigImportError, import_client_config
 from dashboard.management.commands.add_server import _team
+from dashboard.servers.config_import import ConfigImportError, import_client_config
 
 
 class Command(BaseCommand):

@@ -2,8 +2,8 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.models import McpServer
-from dashboard.polling import poll_server
+from dashboard.servers.models import McpServer
+from dashboard.servers.polling import poll_server
 
 
 class Command(BaseCommand):

@@ -1,11 +1,11 @@
-"""Count the fixed tax of a tools/list JSON file (DESIGN.md §2, §5)."""
+"""Count the fixed tax of a tools/list JSON file (docs/definitions.md)."""
 
 import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard import tokens
+from mcptax import tokens
 
 
 class Command(BaseCommand):

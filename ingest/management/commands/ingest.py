@@ -7,9 +7,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.models import Team
-from ingest.formats import FORMATS
-from ingest.pipeline import ingest_path
+from dashboard.teams.models import Team
+from ingest.capture.pipeline import ingest_path
+from mcptax.formats import FORMATS
 
 
 class Command(BaseCommand):

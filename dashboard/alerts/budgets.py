@@ -1,0 +1,465 @@
+"""Threshold evaluation: limits beside each snapshot, alerts opened, escalated and resolved.
+
+Runs on every new snapshot (`snapshot_recorded`, after the snapshot commits) and on demand
+(`evaluate_server`). The CI gate reuses `measure_values` and `judge` so a pull request is held to
+exactly the rules the dashboard alerts on.
+
+Public for other evaluators (the fidelity rules call these):
+
+- `open_or_update_alert(team, rule_key, measure, level, value, limit, message, subject_label,
+  server=None, threshold=None, snapshot=None, stack=None)` opens the rule's alert, or updates the
+  open one. It creates the notification event when the alert is new, escalates from warning to
+  error, or wakes from an expired silence; repeated calls with a still-breached rule send nothing.
+- `resolve_alert(team, rule_key, snapshot=None, value=None)` resolves the rule's open alert, if
+  any, and notifies (unless the alert was silenced).
+
+Both are idempotent and safe to call from concurrent workers: at most one alert per `rule_key` is
+open (a database constraint), and the event is created in the same transaction as the change.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.dispatch import receiver
+from django.utils import timezone
+
+from dashboard.alerts.models import SERVER_MEASURES, Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.notify.delivery import create_event
+from dashboard.alerts.notify.models import EventKind
+from dashboard.servers.models import McpServer, Snapshot, Stack
+from dashboard.servers.polling import snapshot_recorded
+from dashboard.teams.models import Team
+
+log = logging.getLogger(__name__)
+
+LEVEL_RANK = {Level.WARNING: 1, Level.ERROR: 2}
+# Evaluation order, so limits and alerts read the same way everywhere.
+SERVER_MEASURE_ORDER = [
+    Measure.FIXED_TAX_TOKENS,
+    Measure.RELEASE_GROWTH_PCT,
+    Measure.RELEASE_GROWTH_TOKENS,
+    Measure.MAX_TOOL_TOKENS,
+    Measure.INSTRUCTIONS_TOKENS,
+]
+UNITS = {
+    Measure.RELEASE_GROWTH_PCT: "%",
+    Measure.AGENT_EXACT_RATE: "%",
+    Measure.PASTE_COST_PER_DAY: "USD",
+}
+
+
+def fmt(value: float, measure: str) -> str:
+    unit = UNITS.get(measure, "tokens")
+    if unit == "%":
+        return f"{value:,.1f}%"
+    if unit == "USD":
+        return f"${value:,.2f}"
+    return f"{value:,.0f} tokens"
+
+
+# --- rules --------------------------------------------------------------------------------------
+
+
+ThresholdsByMeasure = dict[str, dict[str, Threshold]]
+
+
+def _merge(rows: Iterable[Threshold], specific: str) -> ThresholdsByMeasure:
+    """Per (measure, level): the subject's own threshold wins over the team default."""
+    chosen: ThresholdsByMeasure = {}
+    for row in sorted(rows, key=lambda t: getattr(t, f"{specific}_id") is not None):
+        chosen.setdefault(row.measure, {})[row.level] = row
+    return chosen
+
+
+def server_thresholds(server: McpServer) -> ThresholdsByMeasure:
+    rows = Threshold.objects.filter(
+        Q(server=server) | Q(server__isnull=True, stack__isnull=True),
+        team_id=server.team_id,
+        enabled=True,
+        measure__in=SERVER_MEASURES,
+    )
+    return _merge(rows, "server")
+
+
+def stack_thresholds(stack: Stack) -> dict[str, Threshold]:
+    rows = Threshold.objects.filter(
+        Q(stack=stack) | Q(server__isnull=True, stack__isnull=True),
+        team_id=stack.team_id,
+        enabled=True,
+        measure=Measure.STACK_FIXED_TAX_TOKENS,
+    )
+    return _merge(rows, "stack").get(Measure.STACK_FIXED_TAX_TOKENS, {})
+
+
+@dataclass
+class RuleResult:
+    """One measure judged against its thresholds; `limit`/`level` are the ones to show and alert on."""
+
+    measure: str
+    value: float
+    limit: float
+    level: str
+    breached: bool
+    levels: dict[str, float] = field(default_factory=dict)
+    threshold: Threshold | None = None
+    detail: str = ""
+
+    def limits_entry(self) -> dict:
+        # The shape Snapshot.limits documents, plus every configured level for the chart's bands.
+        return {
+            "limit": self.limit,
+            "level": self.level,
+            "value": self.value,
+            "breached": self.breached,
+            "levels": dict(sorted(self.levels.items())),
+        }
+
+
+def judge(measure: str, value: float, by_level: dict[str, Threshold], detail: str = "") -> RuleResult | None:
+    """The worst breached level, else the nearest limit (warning before error)."""
+    if not by_level:
+        return None
+    ordered = sorted(by_level.values(), key=lambda t: LEVEL_RANK[t.level])
+    breached = [t for t in ordered if t.breached_by(value)]
+    shown = breached[-1] if breached else ordered[0]
+    return RuleResult(
+        measure=measure,
+        value=value,
+        limit=shown.limit,
+        level=shown.level,
+        breached=bool(breached),
+        levels={t.level: t.limit for t in ordered},
+        threshold=shown,
+        detail=detail,
+    )
+
+
+@dataclass
+class Figures:
+    """What the server rules look at, from a stored snapshot or from a CI candidate alike."""
+
+    fixed_tax_tokens: int
+    instructions_tokens: int
+    largest_tool: tuple[str, int] | None
+    baseline_fixed_tax_tokens: int | None = None
+    baseline_label: str = ""
+
+
+def measure_values(figures: Figures) -> dict[str, tuple[float, str]]:
+    """(value, detail) per server measure; growth only when there is a previous release to grow from."""
+    values: dict[str, tuple[float, str]] = {
+        Measure.FIXED_TAX_TOKENS: (float(figures.fixed_tax_tokens), ""),
+        Measure.INSTRUCTIONS_TOKENS: (float(figures.instructions_tokens), ""),
+    }
+    if figures.largest_tool is not None:
+        name, tokens = figures.largest_tool
+        values[Measure.MAX_TOOL_TOKENS] = (float(tokens), name)
+    base = figures.baseline_fixed_tax_tokens
+    if base is not None:
+        growth = figures.fixed_tax_tokens - base
+        since = f"since {figures.baseline_label}" if figures.baseline_label else ""
+        values[Measure.RELEASE_GROWTH_TOKENS] = (float(growth), since)
+        if base > 0:
+            values[Measure.RELEASE_GROWTH_PCT] = (round(100.0 * growth / base, 2), since)
+    return values
+
+
+def judge_all(thresholds: ThresholdsByMeasure, values: dict[str, tuple[float, str]]) -> list[RuleResult]:
+    results = []
+    for measure in SERVER_MEASURE_ORDER:
+        if measure in values and measure in thresholds:
+            value, detail = values[measure]
+            result = judge(measure, value, thresholds[measure], detail)
+            if result is not None:
+                results.append(result)
+    return results
+
+
+def release_baseline(snapshot: Snapshot) -> Snapshot | None:
+    """The last snapshot of the previous release: growth per release is measured from there."""
+    earlier = Snapshot.objects.filter(server_id=snapshot.server_id, pk__lt=snapshot.pk).order_by("-pk")
+    if snapshot.server_version:
+        return earlier.exclude(server_version=snapshot.server_version).first()
+    return earlier.first()
+
+
+def snapshot_figures(snapshot: Snapshot) -> Figures:
+    top = snapshot.tools.order_by("-tokens", "position").values_list("name", "tokens").first()
+    baseline = release_baseline(snapshot)
+    return Figures(
+        fixed_tax_tokens=snapshot.fixed_tax_tokens,
+        instructions_tokens=snapshot.instructions_tokens,
+        largest_tool=tuple(top) if top else None,
+        baseline_fixed_tax_tokens=baseline.fixed_tax_tokens if baseline else None,
+        baseline_label=baseline.label if baseline else "",
+    )
+
+
+def server_rule_key(server: McpServer, measure: str) -> str:
+    return f"server:{server.pk}:{measure}"
+
+
+def stack_rule_key(stack: Stack) -> str:
+    return f"stack:{stack.pk}:{Measure.STACK_FIXED_TAX_TOKENS}"
+
+
+def describe(result: RuleResult, subject: str) -> str:
+    label = Measure(result.measure).label
+    detail = f" ({result.detail})" if result.detail else ""
+    if result.breached:
+        return (
+            f"{subject}: {label} is {fmt(result.value, result.measure)}{detail}, over the "
+            f"{result.level} limit of {fmt(result.limit, result.measure)}."
+        )
+    return f"{subject}: {label} is {fmt(result.value, result.measure)}{detail}, within {fmt(result.limit, result.measure)}."
+
+
+# --- alerts -------------------------------------------------------------------------------------
+
+
+@dataclass
+class AlertChange:
+    alert: Alert
+    change: str  # opened | escalated | reopened | updated
+
+
+def open_or_update_alert(
+    team: Team,
+    rule_key: str,
+    measure: str,
+    level: str,
+    value: float,
+    limit: float,
+    message: str,
+    subject_label: str,
+    server: McpServer | None = None,
+    threshold: Threshold | None = None,
+    snapshot: Snapshot | None = None,
+    stack: Stack | None = None,
+) -> AlertChange:
+    """Open the alert for `rule_key`, or update the open one; notify only on a real change."""
+    now = timezone.now()
+    with transaction.atomic():
+        alert = Alert.objects.select_for_update().open().filter(team=team, rule_key=rule_key).first()
+        if alert is None:
+            try:
+                with transaction.atomic():
+                    alert = Alert.objects.create(
+                        team=team,
+                        rule_key=rule_key,
+                        measure=measure,
+                        level=level,
+                        value=value,
+                        limit=limit,
+                        message=message,
+                        subject_label=subject_label[:300],
+                        server=server,
+                        stack=stack,
+                        threshold=threshold,
+                        snapshot=snapshot,
+                        opened_at=now,
+                        last_evaluated_at=now,
+                    )
+            except IntegrityError:
+                # Another worker opened it between our read and insert; update theirs instead.
+                alert = Alert.objects.select_for_update().open().get(team=team, rule_key=rule_key)
+            else:
+                create_event(alert, EventKind.OPENED)
+                return AlertChange(alert, "opened")
+
+        event = None
+        if alert.silence_expired(snapshot, now):
+            alert.state = AlertState.ACTIVE
+            alert.silenced_until, alert.silenced_until_release, alert.silenced_at_version = None, False, ""
+            event = EventKind.REOPENED
+        elif LEVEL_RANK[level] > LEVEL_RANK[alert.level] and alert.state != AlertState.SILENCED:
+            # An acknowledged warning that became an error needs eyes again.
+            alert.state = AlertState.ACTIVE
+            event = EventKind.ESCALATED
+        alert.level, alert.value, alert.limit, alert.message = level, value, limit, message
+        alert.threshold = threshold
+        alert.subject_label = subject_label[:300]
+        alert.last_evaluated_at = now
+        alert.save()
+        if event:
+            create_event(alert, event)
+        return AlertChange(
+            alert, "escalated" if event == EventKind.ESCALATED else "reopened" if event else "updated"
+        )
+
+
+def resolve_alert(
+    team: Team, rule_key: str, snapshot: Snapshot | None = None, value: float | None = None
+) -> Alert | None:
+    """Resolve the open alert for `rule_key` (none open: nothing happens) and tell the channels."""
+    with transaction.atomic():
+        alert = Alert.objects.select_for_update().open().filter(team=team, rule_key=rule_key).first()
+        if alert is None:
+            return None
+        was_silenced = alert.state == AlertState.SILENCED
+        alert.state = AlertState.RESOLVED
+        alert.resolved_at = timezone.now()
+        alert.last_evaluated_at = alert.resolved_at
+        alert.resolved_snapshot = snapshot
+        if value is not None:
+            alert.value = value
+        alert.save()
+        if not was_silenced:
+            create_event(alert, EventKind.RESOLVED)
+        return alert
+
+
+def expire_silences(now=None) -> int:
+    """Wake alerts whose silence date passed (a new-release silence wakes at evaluation)."""
+    now = now or timezone.now()
+    woken = 0
+    for alert in Alert.objects.filter(state=AlertState.SILENCED, silenced_until__lte=now).select_related(
+        "team", "server", "stack", "snapshot"
+    ):
+        with transaction.atomic():
+            updated = Alert.objects.filter(pk=alert.pk, state=AlertState.SILENCED).update(
+                state=AlertState.ACTIVE, silenced_until=None, silenced_until_release=False
+            )
+            if updated == 1:
+                alert.state = AlertState.ACTIVE
+                create_event(alert, EventKind.REOPENED)
+                woken += 1
+    return woken
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    snapshot_id: int
+    results: list[RuleResult]
+    changes: list[AlertChange]
+    resolved: list[Alert]
+
+
+def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
+    """Store the limits beside the snapshot; when it is the server's current one, update alerts too."""
+    server = McpServer.objects.select_related("team", "current_snapshot").get(pk=snapshot.server_id)
+    thresholds = server_thresholds(server)
+    results = judge_all(thresholds, measure_values(snapshot_figures(snapshot)))
+    limits = {r.measure: r.limits_entry() for r in results}
+    Snapshot.objects.filter(pk=snapshot.pk).update(limits=limits)
+    snapshot.limits = limits
+
+    changes: list[AlertChange] = []
+    resolved: list[Alert] = []
+    if server.current_snapshot_id != snapshot.pk:
+        # An old snapshot re-evaluated (a threshold edit) gets its band, but must not move alerts.
+        return Evaluation(snapshot.pk, results, changes, resolved)
+
+    judged = {r.measure for r in results}
+    for result in results:
+        key = server_rule_key(server, result.measure)
+        if result.breached:
+            subject = server.name + (
+                f" / {result.detail}" if result.measure == Measure.MAX_TOOL_TOKENS else ""
+            )
+            changes.append(
+                open_or_update_alert(
+                    server.team,
+                    key,
+                    result.measure,
+                    result.level,
+                    result.value,
+                    result.limit,
+                    describe(result, f"{server.name} {snapshot.label}"),
+                    subject,
+                    server=server,
+                    threshold=result.threshold,
+                    snapshot=snapshot,
+                )
+            )
+        else:
+            done = resolve_alert(server.team, key, snapshot=snapshot, value=result.value)
+            if done:
+                resolved.append(done)
+    # A rule that was removed or disabled cannot stay breached.
+    for measure in SERVER_MEASURE_ORDER:
+        if measure not in judged:
+            done = resolve_alert(server.team, server_rule_key(server, measure), snapshot=snapshot)
+            if done:
+                resolved.append(done)
+
+    for stack in server.stacks.all():
+        change, gone = evaluate_stack(stack, snapshot=snapshot)
+        if change:
+            changes.append(change)
+        if gone:
+            resolved.append(gone)
+    return Evaluation(snapshot.pk, results, changes, resolved)
+
+
+def stack_fixed_tax(stack: Stack) -> int:
+    return sum(
+        stack.servers.filter(current_snapshot__isnull=False).values_list(
+            "current_snapshot__fixed_tax_tokens", flat=True
+        )
+    )
+
+
+def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[AlertChange | None, Alert | None]:
+    """The stack's summed fixed tax against its budget; the only stack measure so far."""
+    by_level = stack_thresholds(stack)
+    key = stack_rule_key(stack)
+    if not by_level:
+        return None, resolve_alert(stack.team, key, snapshot=snapshot)
+    value = float(stack_fixed_tax(stack))
+    result = judge(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
+    if result.breached:
+        message = describe(result, f"Stack {stack.name}")
+        change = open_or_update_alert(
+            stack.team,
+            key,
+            result.measure,
+            result.level,
+            result.value,
+            result.limit,
+            message,
+            f"stack {stack.name}",
+            stack=stack,
+            threshold=result.threshold,
+            snapshot=snapshot,
+        )
+        return change, None
+    return None, resolve_alert(stack.team, key, snapshot=snapshot, value=value)
+
+
+def evaluate_server(server: McpServer) -> Evaluation | None:
+    """On demand (a threshold changed, the `evaluate` button): judge the current snapshot again."""
+    server = McpServer.objects.select_related("current_snapshot").get(pk=server.pk)
+    if server.current_snapshot is None:
+        return None
+    return evaluate_snapshot(server.current_snapshot)
+
+
+def evaluate_team(team: Team) -> int:
+    """Re-evaluate every server's current snapshot and every stack (after editing thresholds)."""
+    count = 0
+    for server in team.servers.filter(current_snapshot__isnull=False).select_related("current_snapshot"):
+        evaluate_snapshot(server.current_snapshot)
+        count += 1
+    for stack in team.stacks.filter(servers__isnull=True):
+        # Stacks with members were judged with their servers; empty ones resolve here.
+        evaluate_stack(stack)
+    return count
+
+
+@receiver(snapshot_recorded, dispatch_uid="dashboard.alerts.budgets.on_snapshot_recorded")
+def on_snapshot_recorded(sender, snapshot: Snapshot, **kwargs) -> None:
+    try:
+        evaluate_snapshot(snapshot)
+    except Exception:
+        # The snapshot is already stored; a failed evaluation is retried by the next change or
+        # by an on-demand evaluation, and must not turn a good poll into a crashed one.
+        log.exception("threshold evaluation of snapshot %s failed", snapshot.pk)

@@ -1,0 +1,276 @@
+"""The CI gate: a candidate tools/list judged against a registered server's latest snapshot and rules.
+
+Shared by `POST /api/v1/check` and `manage.py check_budget`. The Markdown report is meant for one
+sticky pull-request comment: it starts with a fixed marker line a bot can find and edit, and it is
+a pure function of the input and the stored state (no timestamps), so an unchanged check gives a
+byte-identical report and the comment need not be re-posted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dashboard.alerts import budgets
+from dashboard.alerts.models import Level, Measure
+from dashboard.servers.models import McpServer, Snapshot
+from mcptax import findings, tokens
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+MAX_FINDINGS_IN_REPORT = 15
+
+
+def marker(server_name: str) -> str:
+    return f"<!-- mcp-tax-report:{server_name} -->"
+
+
+@dataclass
+class ToolChange:
+    name: str
+    status: str  # added | removed | grown | shrunk | changed | unchanged
+    tokens: int
+    baseline_tokens: int | None
+    delta: int
+
+
+@dataclass
+class RuleOutcome:
+    measure: str
+    label: str
+    scope: str
+    level: str
+    limit: float
+    value: float
+    breached: bool
+    detail: str = ""
+
+
+@dataclass
+class CheckResult:
+    server: str
+    verdict: str
+    encoding: str
+    version: str | None
+    git_ref: str | None
+    totals: dict[str, Any]
+    rules: list[RuleOutcome] = field(default_factory=list)
+    tools: list[ToolChange] = field(default_factory=list)
+    findings: list[dict] = field(default_factory=list)
+    report: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _tool_changes(
+    report: tokens.TokenReport, candidate_raw: list[dict], baseline: Snapshot | None
+) -> list[ToolChange]:
+    before: dict[str, tuple[int, dict]] = {}
+    if baseline is not None:
+        visible = {t.get("name"): tokens.visible_tool(t) for t in baseline.tools_raw}
+        before = {t.name: (t.tokens, visible.get(t.name, {})) for t in baseline.tools.all()}
+    changes: list[ToolChange] = []
+    seen = set()
+    for tool, raw in zip(report.tools, candidate_raw, strict=True):
+        seen.add(tool.name)
+        if tool.name not in before:
+            status = "added" if baseline is not None else "unchanged"
+            changes.append(ToolChange(tool.name, status, tool.tokens, None, tool.tokens if baseline else 0))
+            continue
+        old_tokens, old_visible = before[tool.name]
+        delta = tool.tokens - old_tokens
+        # Compared as data, not as text: clients differ in the key order they relay a schema in.
+        if tokens.visible_tool(raw) == old_visible:
+            status = "unchanged"
+        else:
+            status = "grown" if delta > 0 else "shrunk" if delta < 0 else "changed"
+        changes.append(ToolChange(tool.name, status, tool.tokens, old_tokens, delta))
+    for name, (old_tokens, _) in before.items():
+        if name not in seen:
+            changes.append(ToolChange(name, "removed", 0, old_tokens, -old_tokens))
+    return changes
+
+
+def run_check(
+    server: McpServer,
+    tools_document: Any,
+    *,
+    instructions: str | None = None,
+    version: str | None = None,
+    git_ref: str | None = None,
+) -> CheckResult:
+    """Judge a candidate. `tools_document` is anything `tokens.load_tools_document` accepts.
+
+    Raises ValueError for a malformed document.
+    """
+    raw_tools, doc_instructions, server_info = tokens.load_tools_document(tools_document)
+    if instructions is None:
+        instructions = doc_instructions
+    if version is None and server_info:
+        version = server_info.get("version")
+    baseline = server.current_snapshot
+    encoding = baseline.encoding if baseline else tokens.DEFAULT_ENCODING
+    report = tokens.account(raw_tools, instructions, encoding=encoding)
+    found = findings.analyze(raw_tools, encoding=encoding)
+
+    largest = max(report.tools, key=lambda t: t.tokens, default=None)
+    figures = budgets.Figures(
+        fixed_tax_tokens=report.fixed_tax_tokens,
+        instructions_tokens=report.instructions_tokens,
+        largest_tool=(largest.name, largest.tokens) if largest else None,
+        baseline_fixed_tax_tokens=baseline.fixed_tax_tokens if baseline else None,
+        baseline_label=baseline.label if baseline else "",
+    )
+    rules: list[RuleOutcome] = []
+    for r in budgets.judge_all(budgets.server_thresholds(server), budgets.measure_values(figures)):
+        rules.append(
+            RuleOutcome(
+                r.measure, Measure(r.measure).label, "server", r.level, r.limit, r.value, r.breached, r.detail
+            )
+        )
+    # A stack pays every member's tax: swap this server's current figure for the candidate's.
+    for stack in server.stacks.order_by("name", "pk"):
+        by_level = budgets.stack_thresholds(stack)
+        if not by_level:
+            continue
+        others = sum(
+            stack.servers.exclude(pk=server.pk)
+            .filter(current_snapshot__isnull=False)
+            .values_list("current_snapshot__fixed_tax_tokens", flat=True)
+        )
+        r = budgets.judge(Measure.STACK_FIXED_TAX_TOKENS, float(others + report.fixed_tax_tokens), by_level)
+        rules.append(
+            RuleOutcome(
+                r.measure,
+                Measure(r.measure).label,
+                f"stack {stack.name}",
+                r.level,
+                r.limit,
+                r.value,
+                r.breached,
+            )
+        )
+
+    breached_levels = {r.level for r in rules if r.breached}
+    verdict = FAIL if Level.ERROR in breached_levels else WARN if breached_levels else PASS
+    totals = {
+        "tool_count": report.tool_count,
+        "fixed_tax_tokens": report.fixed_tax_tokens,
+        "instructions_tokens": report.instructions_tokens,
+        "overhead_tokens": report.overhead_tokens,
+        "bytes": report.bytes,
+        "sha256": report.sha256,
+        "baseline_version": baseline.server_version if baseline else None,
+        "baseline_sha256": baseline.sha256 if baseline else None,
+        "baseline_fixed_tax_tokens": baseline.fixed_tax_tokens if baseline else None,
+        "baseline_tool_count": baseline.tool_count if baseline else None,
+        "delta_tokens": report.fixed_tax_tokens - baseline.fixed_tax_tokens if baseline else None,
+    }
+    result = CheckResult(
+        server=server.name,
+        verdict=verdict,
+        encoding=report.encoding,
+        version=version,
+        git_ref=git_ref,
+        totals=totals,
+        rules=rules,
+        tools=_tool_changes(report, raw_tools, baseline),
+        findings=[f.to_dict() for f in found],
+    )
+    result.report = render_report(result)
+    return result
+
+
+def _signed(n: int | float | None) -> str:
+    if n is None:
+        return "–"
+    return f"+{n:,}" if n > 0 else f"{n:,}"
+
+
+def _number(n: int | None) -> str:
+    return "–" if n is None else f"{n:,}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_report(result: CheckResult) -> str:
+    """Deterministic Markdown: same input and stored state, same bytes."""
+    t = result.totals
+    icon = {PASS: "✅", WARN: "⚠️", FAIL: "❌"}[result.verdict]
+    lines = [marker(result.server), f"### {icon} MCP tool tax: `{result.server}` — **{result.verdict}**", ""]
+    candidate = " · ".join(
+        part
+        for part in (
+            f"version `{result.version}`" if result.version else "",
+            f"ref `{result.git_ref}`" if result.git_ref else "",
+            f"encoding `{result.encoding}`",
+        )
+        if part
+    )
+    lines += [f"Candidate: {candidate}", ""]
+    if t["baseline_fixed_tax_tokens"] is None:
+        lines += ["No snapshot of this server yet: nothing to compare with.", ""]
+    lines += ["| | baseline | candidate | change |", "| --- | ---: | ---: | ---: |"]
+    lines.append(
+        f"| Fixed tax (tokens) | {_number(t['baseline_fixed_tax_tokens'])} "
+        f"| {t['fixed_tax_tokens']:,} | {_signed(t['delta_tokens'])} |"
+    )
+    tool_delta = t["tool_count"] - t["baseline_tool_count"] if t["baseline_tool_count"] is not None else None
+    lines.append(
+        f"| Tools | {_number(t['baseline_tool_count'])} | {t['tool_count']} | {_signed(tool_delta)} |"
+    )
+    if t["baseline_version"]:
+        lines.append(f"| Version | {t['baseline_version']} | {result.version or '–'} | |")
+    lines += ["", f"Instructions: {t['instructions_tokens']:,} tokens.", ""]
+
+    if result.rules:
+        lines += [
+            "#### Budgets",
+            "",
+            "| rule | scope | level | limit | value | result |",
+            "| --- | --- | --- | ---: | ---: | --- |",
+        ]
+        for r in result.rules:
+            outcome = ("❌ over" if r.level == Level.ERROR else "⚠️ over") if r.breached else "ok"
+            detail = f" ({_escape(r.detail)})" if r.detail else ""
+            lines.append(
+                f"| {r.label}{detail} | {_escape(r.scope)} | {r.level} | {budgets.fmt(r.limit, r.measure)} "
+                f"| {budgets.fmt(r.value, r.measure)} | {outcome} |"
+            )
+        lines.append("")
+    else:
+        lines += ["No budgets are set for this server (team defaults included).", ""]
+
+    changed = [c for c in result.tools if c.status != "unchanged"]
+    order = {"added": 0, "grown": 1, "changed": 2, "shrunk": 3, "removed": 4}
+    changed.sort(key=lambda c: (order[c.status], -c.delta, c.name))
+    if changed:
+        lines += [
+            "#### Tools that changed",
+            "",
+            "| tool | change | tokens | Δ tokens |",
+            "| --- | --- | ---: | ---: |",
+        ]
+        for c in changed:
+            lines.append(f"| `{_escape(c.name)}` | {c.status} | {c.tokens:,} | {_signed(c.delta)} |")
+        lines.append("")
+    elif t["baseline_fixed_tax_tokens"] is not None:
+        lines += ["No tool changed.", ""]
+
+    if result.findings:
+        shown = sorted(
+            result.findings,
+            key=lambda f: (-(f["estimated_savings_tokens"] or 0), f["kind"], f["tools"]),
+        )
+        lines += ["#### Findings", ""]
+        for f in shown[:MAX_FINDINGS_IN_REPORT]:
+            savings = f["estimated_savings_tokens"]
+            suffix = f" — could save about {savings:,} tokens" if savings else ""
+            names = ", ".join(f"`{_escape(n)}`" for n in f["tools"][:6])
+            lines.append(f"- {f['severity']}: **{_escape(f['title'])}** ({names}){suffix}")
+        if len(shown) > MAX_FINDINGS_IN_REPORT:
+            lines.append(f"- … and {len(shown) - MAX_FINDINGS_IN_REPORT} more")
+        lines.append("")
+    return "\n".join(lines)

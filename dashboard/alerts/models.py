@@ -1,0 +1,188 @@
+"""Thresholds (what must hold), the limits they gave at each measurement, and alerts (what broke).
+
+Modeled on Bencher: a threshold per (subject, measure) with a test (static budget or growth over
+the previous release), a level, and alerts with a lifecycle. Schema-tax rules are evaluated on
+every new snapshot; fidelity rules (agent exact-match rate, damaged arrivals, paste cost) on
+ingest rollups.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.servers.models import McpServer, Snapshot, Stack
+from dashboard.teams.models import Team
+
+
+class Level(models.TextChoices):
+    WARNING = "warning", "Warning"
+    ERROR = "error", "Error"
+
+
+class Measure(models.TextChoices):
+    # Schema tax, per server.
+    FIXED_TAX_TOKENS = "fixed_tax_tokens", "Fixed tax (tokens)"
+    RELEASE_GROWTH_PCT = "release_growth_pct", "Growth per release (%)"
+    RELEASE_GROWTH_TOKENS = "release_growth_tokens", "Growth per release (tokens)"
+    MAX_TOOL_TOKENS = "max_tool_tokens", "Largest single tool (tokens)"
+    INSTRUCTIONS_TOKENS = "instructions_tokens", "Instructions (tokens)"
+    # Schema tax, per stack (the servers one agent loads).
+    STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
+    # Fidelity.
+    AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate over last N bulk calls (minimum %)"
+    DAMAGED_ARRIVALS = "damaged_arrivals", "Truncated or dropped-element arrivals for a tool"
+    PASTE_COST_PER_DAY = "paste_cost_per_day", "Paste cost per day (USD)"
+
+
+# Measures where a value BELOW the limit breaches.
+MINIMUM_MEASURES = {Measure.AGENT_EXACT_RATE}
+SERVER_MEASURES = {
+    Measure.FIXED_TAX_TOKENS,
+    Measure.RELEASE_GROWTH_PCT,
+    Measure.RELEASE_GROWTH_TOKENS,
+    Measure.MAX_TOOL_TOKENS,
+    Measure.INSTRUCTIONS_TOKENS,
+}
+FIDELITY_MEASURES = {Measure.AGENT_EXACT_RATE, Measure.DAMAGED_ARRIVALS, Measure.PASTE_COST_PER_DAY}
+
+
+class Threshold(models.Model):
+    """A rule. With `server` and `stack` empty it is the team default for every server."""
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="thresholds")
+    server = models.ForeignKey(McpServer, models.CASCADE, null=True, blank=True, related_name="thresholds")
+    stack = models.ForeignKey(Stack, models.CASCADE, null=True, blank=True, related_name="thresholds")
+    measure = models.CharField(max_length=40, choices=Measure.choices)
+    level = models.CharField(max_length=10, choices=Level.choices, default=Level.WARNING)
+    limit = models.FloatField()
+    window = models.PositiveIntegerField(default=50, help_text="For rates: the last N bulk calls.")
+    enabled = models.BooleanField(default=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        # No unique constraint: SQLite cannot treat NULL scopes as equal; the form prevents duplicates.
+        ordering = ["measure", "level"]
+
+    def __str__(self) -> str:
+        scope = self.server or self.stack or "team default"
+        return f"{self.get_measure_display()} {self.level} {self.limit:g} ({scope})"
+
+    @property
+    def is_minimum(self) -> bool:
+        return self.measure in MINIMUM_MEASURES
+
+    def breached_by(self, value: float) -> bool:
+        return value < self.limit if self.is_minimum else value > self.limit
+
+
+class AlertState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    ACKNOWLEDGED = "acknowledged", "Acknowledged"
+    SILENCED = "silenced", "Silenced"
+    RESOLVED = "resolved", "Resolved"
+
+
+OPEN_STATES = (AlertState.ACTIVE, AlertState.ACKNOWLEDGED, AlertState.SILENCED)
+
+
+class AlertQuerySet(models.QuerySet):
+    def open(self) -> AlertQuerySet:
+        return self.filter(state__in=OPEN_STATES)
+
+
+class Alert(models.Model):
+    """One breach of one rule on one subject; at most one open per `rule_key`."""
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="alerts")
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    threshold = models.ForeignKey(Threshold, models.SET_NULL, null=True, blank=True, related_name="alerts")
+    # e.g. "server:12:fixed_tax_tokens", "agent:3:agent_exact_rate", "tool:files-sprawl/write_file:damaged"
+    rule_key = models.CharField(max_length=300)
+    measure = models.CharField(max_length=40, choices=Measure.choices)
+    level = models.CharField(max_length=10, choices=Level.choices)
+    server = models.ForeignKey(McpServer, models.CASCADE, null=True, blank=True, related_name="alerts")
+    stack = models.ForeignKey(Stack, models.CASCADE, null=True, blank=True, related_name="alerts")
+    subject_label = models.CharField(
+        max_length=300, help_text="What breached, for people: a server, agent, tool"
+    )
+    snapshot = models.ForeignKey(
+        Snapshot, models.SET_NULL, null=True, blank=True, related_name="alerts_opened"
+    )
+    resolved_snapshot = models.ForeignKey(Snapshot, models.SET_NULL, null=True, blank=True, related_name="+")
+    value = models.FloatField()
+    limit = models.FloatField()
+    message = models.TextField()
+    state = models.CharField(
+        max_length=15, choices=AlertState.choices, default=AlertState.ACTIVE, db_index=True
+    )
+    opened_at = models.DateTimeField(default=timezone.now)
+    last_evaluated_at = models.DateTimeField(default=timezone.now)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    acknowledge_note = models.TextField(blank=True)
+    silenced_until = models.DateTimeField(null=True, blank=True)
+    silenced_until_release = models.BooleanField(default=False)
+    silenced_at_version = models.CharField(max_length=100, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AlertQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-opened_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team", "rule_key"],
+                condition=Q(state__in=["active", "acknowledged", "silenced"]),
+                name="one_open_alert_per_rule",
+            )
+        ]
+        indexes = [models.Index(fields=["team", "state"], name="alert_team_state")]
+
+    def __str__(self) -> str:
+        return f"[{self.level}] {self.subject_label}: {self.message}"
+
+    @property
+    def is_open(self) -> bool:
+        return self.state in OPEN_STATES
+
+    def acknowledge(self, user, note: str = "") -> bool:
+        """Someone has seen it: no more reminders, but it stays open until the value is back under."""
+        if self.state not in (AlertState.ACTIVE, AlertState.SILENCED):
+            return False
+        self.state = AlertState.ACKNOWLEDGED
+        self.acknowledged_by = user
+        self.acknowledged_at = timezone.now()
+        self.acknowledge_note = note[:2000]
+        self.save(update_fields=["state", "acknowledged_by", "acknowledged_at", "acknowledge_note"])
+        return True
+
+    def silence(self, *, until=None, until_release: bool = False) -> bool:
+        """Mute notifications until a date, or until the server ships a new release."""
+        if not self.is_open or (until is None and not until_release):
+            return False
+        self.state = AlertState.SILENCED
+        self.silenced_until = until
+        self.silenced_until_release = until_release
+        current = self.server.current_snapshot if self.server_id else None
+        self.silenced_at_version = (current.server_version if current else "")[:100]
+        self.save(update_fields=["state", "silenced_until", "silenced_until_release", "silenced_at_version"])
+        return True
+
+    def silence_expired(self, snapshot: Snapshot | None = None, now=None) -> bool:
+        """A silenced alert wakes up when its date passes or a new release arrives."""
+        if self.state != AlertState.SILENCED:
+            return False
+        now = now or timezone.now()
+        if self.silenced_until is not None and self.silenced_until <= now:
+            return True
+        return bool(
+            self.silenced_until_release
+            and snapshot is not None
+            and snapshot.is_release
+            and snapshot.server_version != self.silenced_at_version
+        )

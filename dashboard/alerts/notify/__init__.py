@@ -1,0 +1,5 @@
+"""Alert delivery: transports behind one small interface, and the exactly-once delivery loop.
+
+`dashboard.alerts.notify.delivery` holds the plain functions (create an event, deliver one claimed
+delivery, send a test); `dashboard.tasks` wraps them for the `notify` queue.
+"""

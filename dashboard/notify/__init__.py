@@ -1,5 +1,0 @@
-"""Alert delivery: transports behind one small interface, and the exactly-once delivery loop.
-
-`dashboard.notify.delivery` holds the plain functions (create an event, deliver one claimed
-delivery, send a test); `dashboard.tasks` wraps them for the `notify` queue.
-"""

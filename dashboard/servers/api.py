@@ -1,0 +1,184 @@
+"""Schema-tax endpoints of the JSON API: servers, their snapshots, and the CI gate.
+
+Every query is scoped to the token's team (`request.team`, set by config.api.TeamTokenAuth); a
+server of another team is simply not found.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Field, Query, Router, Schema
+
+from dashboard.alerts import gate
+from dashboard.servers.models import McpServer, Snapshot
+
+router = Router(tags=["schema tax"])
+
+
+class SnapshotSummary(Schema):
+    id: int
+    version: str
+    sha256: str
+    first_seen: datetime
+    last_seen: datetime
+    is_release: bool
+    tool_count: int
+    encoding: str
+    fixed_tax_tokens: int
+    overhead_tokens: int
+    instructions_tokens: int
+    bytes: int
+    limits: dict[str, Any]
+
+
+class ServerOut(Schema):
+    name: str
+    transport: str
+    enabled: bool
+    last_poll_at: datetime | None
+    last_outcome: str
+    current: SnapshotSummary | None
+
+
+class SnapshotPage(Schema):
+    server: str
+    count: int
+    limit: int
+    offset: int
+    items: list[SnapshotSummary]
+
+
+class CheckIn(Schema):
+    server: str = Field(..., description="Name of a server registered in the token's team.")
+    tools_list: dict[str, Any] | list[Any] = Field(
+        ...,
+        description="A tools/list result ({'tools': [...]}), a bare array of tools, or {initialize, tools}.",
+    )
+    instructions: str | None = Field(None, description="The initialize instructions, if the server has any.")
+    version: str | None = Field(None, description="The candidate's serverInfo.version.")
+    git_ref: str | None = Field(None, description="Branch, tag or commit, shown in the report.")
+
+
+class ToolChangeOut(Schema):
+    name: str
+    status: str
+    tokens: int
+    baseline_tokens: int | None
+    delta: int
+
+
+class RuleOut(Schema):
+    measure: str
+    label: str
+    scope: str
+    level: str
+    limit: float
+    value: float
+    breached: bool
+    detail: str
+
+
+class CheckOut(Schema):
+    server: str
+    verdict: str = Field(..., description="pass | warn | fail")
+    encoding: str
+    version: str | None
+    git_ref: str | None
+    totals: dict[str, Any]
+    rules: list[RuleOut]
+    tools: list[ToolChangeOut]
+    findings: list[dict[str, Any]]
+    report: str = Field(..., description="Markdown for one sticky PR comment; starts with a marker line.")
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+def _summary(snapshot: Snapshot | None) -> dict | None:
+    if snapshot is None:
+        return None
+    return {
+        "id": snapshot.pk,
+        "version": snapshot.server_version,
+        "sha256": snapshot.sha256,
+        "first_seen": snapshot.first_seen,
+        "last_seen": snapshot.last_seen,
+        "is_release": snapshot.is_release,
+        "tool_count": snapshot.tool_count,
+        "encoding": snapshot.encoding,
+        "fixed_tax_tokens": snapshot.fixed_tax_tokens,
+        "overhead_tokens": snapshot.overhead_tokens,
+        "instructions_tokens": snapshot.instructions_tokens,
+        "bytes": snapshot.bytes,
+        "limits": snapshot.limits,
+    }
+
+
+@router.get("/servers", response=list[ServerOut], summary="The team's servers with their current fixed tax")
+def list_servers(request: HttpRequest) -> list[dict]:
+    servers = McpServer.objects.filter(team=request.team).select_related("current_snapshot").order_by("name")
+    return [
+        {
+            "name": s.name,
+            "transport": s.transport,
+            "enabled": s.enabled,
+            "last_poll_at": s.last_poll_at,
+            "last_outcome": s.last_outcome,
+            "current": _summary(s.current_snapshot),
+        }
+        for s in servers
+    ]
+
+
+class PageParams(Schema):
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)
+
+
+@router.get(
+    "/servers/{name}/snapshots",
+    response={200: SnapshotPage, 404: ErrorOut},
+    summary="A server's snapshots, newest first, with the limits judged at each",
+)
+def server_snapshots(request: HttpRequest, name: str, page: Query[PageParams]) -> dict:
+    server = get_object_or_404(McpServer, team=request.team, name=name)
+    snapshots = Snapshot.objects.filter(server=server).order_by("-first_seen", "-pk")
+    items = snapshots[page.offset : page.offset + page.limit]
+    return {
+        "server": server.name,
+        "count": snapshots.count(),
+        "limit": page.limit,
+        "offset": page.offset,
+        "items": [_summary(s) for s in items],
+    }
+
+
+@router.post(
+    "/check",
+    response={200: CheckOut, 404: ErrorOut, 422: ErrorOut},
+    summary="CI gate: judge a candidate tools/list against the server's latest snapshot and budgets",
+)
+def check(request: HttpRequest, payload: CheckIn):
+    server = (
+        McpServer.objects.filter(team=request.team, name=payload.server)
+        .select_related("current_snapshot")
+        .first()
+    )
+    if server is None:
+        return 404, {"detail": f"no server named {payload.server!r} in team {request.team.slug!r}"}
+    try:
+        result = gate.run_check(
+            server,
+            payload.tools_list,
+            instructions=payload.instructions,
+            version=payload.version,
+            git_ref=payload.git_ref,
+        )
+    except ValueError as exc:
+        return 422, {"detail": f"tools_list: {exc}"}
+    return 200, result.to_dict()

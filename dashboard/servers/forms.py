@@ -1,0 +1,138 @@
+"""Forms for registering servers. Secrets are write-only: the form never shows them back."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from django import forms
+
+from dashboard.crypto import mask
+from dashboard.servers.models import McpServer, Transport
+
+
+def _parse_pairs(text: str, sep: str, what: str) -> dict[str, str]:
+    pairs = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line:
+            continue
+        if sep not in line:
+            raise forms.ValidationError(f"line {n}: expected NAME{sep}VALUE for {what}")
+        key, value = line.split(sep, 1)
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+class ServerForm(forms.ModelForm):
+    command_line = forms.CharField(
+        required=False,
+        label="Command",
+        help_text='For stdio: the full command line, e.g. "npx -y @modelcontextprotocol/server-filesystem /srv"',
+    )
+    env_text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="Environment (KEY=VALUE per line)"
+    )
+    headers_text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}), label="HTTP headers (Name: value per line)"
+    )
+
+    class Meta:
+        model = McpServer
+        fields = ["name", "transport", "url", "cwd", "poll_interval_seconds", "enabled"]
+
+    def __init__(self, *args, team, is_admin: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.team = team
+        self.is_admin = is_admin
+        if self.instance.pk:
+            self.fields["command_line"].initial = shlex.join(
+                [self.instance.command, *self.instance.args]
+            ).strip()
+            # Existing secrets are never rendered; leaving the box empty keeps them.
+            self.fields["env_text"].help_text = self._masked(self.instance.env, "=")
+            self.fields["headers_text"].help_text = self._masked(self.instance.headers, ": ")
+
+    @staticmethod
+    def _masked(values: dict, sep: str) -> str:
+        if not values:
+            return ""
+        shown = ", ".join(f"{k}{sep}{mask(v)}" for k, v in values.items())
+        return f"Stored: {shown}. Leave empty to keep, or enter the full new set."
+
+    def clean_name(self):
+        name = self.cleaned_data["name"].strip()
+        clash = McpServer.objects.filter(team=self.team, name=name).exclude(pk=self.instance.pk)
+        if clash.exists():
+            raise forms.ValidationError("This team already has a server with that name.")
+        return name
+
+    def clean_poll_interval_seconds(self):
+        value = self.cleaned_data["poll_interval_seconds"]
+        if value < 60:
+            raise forms.ValidationError("Poll at most once a minute.")
+        return value
+
+    def clean(self):
+        data = super().clean()
+        transport = data.get("transport")
+        if transport == Transport.STDIO:
+            if not self.is_admin:
+                raise forms.ValidationError(
+                    "Only team owners and admins can register a stdio server: it runs a command on the worker."
+                )
+            try:
+                parts = shlex.split(data.get("command_line") or "")
+            except ValueError as exc:
+                raise forms.ValidationError({"command_line": f"Cannot parse the command: {exc}"}) from None
+            if not parts:
+                self.add_error("command_line", "A stdio server needs a command.")
+            else:
+                self.instance.command, self.instance.args = parts[0], parts[1:]
+            self.instance.url = ""
+        elif transport in (Transport.HTTP, Transport.SSE):
+            if not data.get("url"):
+                self.add_error("url", "An HTTP or SSE server needs a URL.")
+            self.instance.command, self.instance.args = "", []
+        try:
+            if data.get("env_text"):
+                self.instance.env = _parse_pairs(data["env_text"], "=", "environment")
+            if data.get("headers_text"):
+                self.instance.headers = _parse_pairs(data["headers_text"], ":", "headers")
+        except forms.ValidationError as exc:
+            raise forms.ValidationError(exc.messages) from None
+        return data
+
+    def save(self, commit=True):
+        self.instance.team = self.team
+        return super().save(commit=commit)
+
+
+class ImportConfigForm(forms.Form):
+    stack_name = forms.CharField(max_length=100, help_text="e.g. the agent that loads these servers")
+    config_file = forms.FileField(
+        required=False, help_text="claude_desktop_config.json, .mcp.json, mcp.json …"
+    )
+    config_text = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 8}), label="…or paste it"
+    )
+
+    MAX_BYTES = 1024 * 1024
+
+    def clean(self):
+        data = super().clean()
+        upload = data.get("config_file")
+        if upload is not None:
+            if upload.size > self.MAX_BYTES:
+                raise forms.ValidationError("That file is over 1 MiB; an MCP client config is much smaller.")
+            raw = upload.read()
+        else:
+            raw = (data.get("config_text") or "").encode()
+        if not raw.strip():
+            raise forms.ValidationError("Upload a config file or paste its JSON.")
+        try:
+            data["parsed"] = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+        data["source"] = upload.name if upload is not None else "pasted"
+        return data

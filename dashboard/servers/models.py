@@ -1,0 +1,263 @@
+"""Registered MCP servers, their tools/list snapshots over time, and every poll attempt."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from dashboard.crypto import EncryptedJSONField
+from dashboard.teams.models import Team
+
+
+class Transport(models.TextChoices):
+    STDIO = "stdio", "stdio (command)"
+    HTTP = "http", "Streamable HTTP"
+    SSE = "sse", "Legacy SSE"
+
+
+class PollOutcome(models.TextChoices):
+    OK = "ok", "OK"
+    TIMEOUT = "timeout", "Timed out"
+    REFUSED_TOO_LARGE = "refused_too_large", "Refused: tools/list too large"
+    PROTOCOL_ERROR = "protocol_error", "Protocol error"
+    CONNECT_ERROR = "connect_error", "Connection failed"
+    CRASHED = "crashed", "Crashed"
+
+
+TRANSIENT_OUTCOMES = {PollOutcome.TIMEOUT, PollOutcome.CONNECT_ERROR, PollOutcome.CRASHED}
+
+
+class McpServerQuerySet(models.QuerySet):
+    def for_user(self, user) -> McpServerQuerySet:
+        return self.filter(team__in=Team.objects.for_user(user))
+
+    def due(self, now=None) -> McpServerQuerySet:
+        now = now or timezone.now()
+        return self.filter(enabled=True, next_poll_at__lte=now)
+
+
+class McpServer(models.Model):
+    team = models.ForeignKey(Team, models.CASCADE, related_name="servers")
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=100, help_text="Also the label the logging proxy uses for it.")
+    transport = models.CharField(max_length=10, choices=Transport.choices)
+    command = models.CharField(max_length=500, blank=True)
+    args = models.JSONField(default=list, blank=True)
+    env = EncryptedJSONField(
+        blank=True, default=dict, help_text="Environment for a stdio server (encrypted)."
+    )
+    cwd = models.CharField("working directory", max_length=500, blank=True)
+    url = models.URLField(max_length=500, blank=True)
+    headers = EncryptedJSONField(blank=True, default=dict, help_text="HTTP headers, e.g. auth (encrypted).")
+    poll_interval_seconds = models.PositiveIntegerField(default=900)
+    enabled = models.BooleanField(default=True)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    # Scheduling state, written only through conditional updates (see dashboard.servers.polling).
+    next_poll_at = models.DateTimeField(default=timezone.now, db_index=True)
+    polling_since = models.DateTimeField(null=True, blank=True)
+    consecutive_failures = models.PositiveIntegerField(default=0)
+    last_poll_at = models.DateTimeField(null=True, blank=True)
+    last_outcome = models.CharField(max_length=20, choices=PollOutcome.choices, blank=True)
+    last_error = models.TextField(blank=True)
+    current_snapshot = models.ForeignKey(
+        "dashboard.Snapshot", models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    objects = McpServerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_server_name_per_team")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    RUNTIME_FIELDS = frozenset(
+        {
+            "next_poll_at",
+            "polling_since",
+            "consecutive_failures",
+            "last_poll_at",
+            "last_outcome",
+            "last_error",
+            "current_snapshot",
+        }
+    )
+
+    def save(self, *args, **kwargs) -> None:
+        # A form or command holding an old copy must not undo what a worker wrote meanwhile:
+        # the scheduling state is written only by dashboard.servers.polling's conditional updates.
+        if self.pk and not self._state.adding and kwargs.get("update_fields") is None:
+            kwargs["update_fields"] = [
+                f.name
+                for f in self._meta.concrete_fields
+                if not f.primary_key and f.name not in self.RUNTIME_FIELDS
+            ]
+        super().save(*args, **kwargs)
+
+    @property
+    def endpoint(self) -> str:
+        if self.transport == Transport.STDIO:
+            return " ".join([self.command, *self.args])
+        return self.url
+
+    @property
+    def is_polling(self) -> bool:
+        return self.polling_since is not None
+
+    def backoff_seconds(self) -> int:
+        """Delay before retrying after a transient failure: 30 s doubling, capped at the interval."""
+        return min(self.poll_interval_seconds, 30 * 2 ** min(self.consecutive_failures, 10))
+
+    def lock_is_stale(self, now=None) -> bool:
+        now = now or timezone.now()
+        limit = timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
+        return self.polling_since is not None and now - self.polling_since > limit
+
+
+class Stack(models.Model):
+    """The set of servers one agent loads: its members' summed fixed tax is paid on every request."""
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="stacks")
+    code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    name = models.CharField(max_length=100)
+    servers = models.ManyToManyField(McpServer, related_name="stacks", blank=True)
+    source = models.CharField(max_length=200, blank=True, help_text="The client config file it came from.")
+    unresolved_placeholders = models.JSONField(default=list, blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_stack_name_per_team")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ToolsDocument(models.Model):
+    """The raw tools JSON exactly as a server sent it, stored once per distinct sha256.
+
+    Kept as text, not a JSON column: PostgreSQL's jsonb reorders object keys, and the key order
+    is part of what the server sent (and of the snapshot's identity).
+    """
+
+    sha256 = models.CharField(max_length=64, unique=True)
+    raw_json = models.TextField(help_text="canonical(tools) exactly as received")
+    created = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return self.sha256[:12]
+
+    @property
+    def raw(self) -> list[dict]:
+        cached = getattr(self, "_raw_cache", None)
+        if cached is None:
+            cached = self._raw_cache = json.loads(self.raw_json)
+        return cached
+
+    @classmethod
+    def store(cls, sha256: str, tools: list[dict]) -> ToolsDocument:
+        from mcptax.tokens import canonical
+
+        document, _ = cls.objects.get_or_create(sha256=sha256, defaults={"raw_json": canonical(tools)})
+        return document
+
+
+class Snapshot(models.Model):
+    """A period during which a server listed the same tools (and version).
+
+    An unchanged poll only moves `last_seen`; a change starts a new row.
+    """
+
+    server = models.ForeignKey(McpServer, models.CASCADE, related_name="snapshots")
+    previous = models.ForeignKey("self", models.SET_NULL, null=True, blank=True, related_name="+")
+    document = models.ForeignKey(ToolsDocument, models.PROTECT, related_name="snapshots")
+    sha256 = models.CharField(max_length=64, db_index=True)
+    first_seen = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+    server_name = models.CharField(max_length=200, blank=True)
+    server_title = models.CharField(max_length=200, blank=True)
+    server_version = models.CharField(max_length=100, blank=True)
+    protocol_version = models.CharField(max_length=40, blank=True)
+    is_release = models.BooleanField(
+        default=False, help_text="serverInfo.version changed from the previous snapshot"
+    )
+    tool_count = models.PositiveIntegerField(default=0)
+    bytes = models.PositiveIntegerField(
+        default=0, help_text="UTF-8 bytes of the model-visible tools, compact JSON"
+    )
+    raw_bytes = models.PositiveIntegerField(default=0, help_text="UTF-8 bytes of the raw tools as received")
+    encoding = models.CharField(max_length=40, default="cl100k_base")
+    fixed_tax_tokens = models.PositiveIntegerField(default=0)
+    overhead_tokens = models.IntegerField(default=0)
+    instructions_tokens = models.PositiveIntegerField(default=0)
+    instructions = models.TextField(blank=True)
+    tokens_by_encoding = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"o200k_base": {"fixed_tax_tokens": N, "instructions_tokens": M}}',
+    )
+    prompts_count = models.IntegerField(null=True, blank=True)
+    resources_count = models.IntegerField(null=True, blank=True)
+    findings = models.JSONField(default=list, blank=True)
+    # Filled by threshold evaluation: {measure: {"limit": x, "level": "warning", "value": v, "breached": b}}.
+    limits = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-first_seen", "-pk"]
+        indexes = [models.Index(fields=["server", "-first_seen"], name="snapshot_server_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.server} {self.server_version or self.sha256[:8]} ({self.fixed_tax_tokens} tokens)"
+
+    @property
+    def label(self) -> str:
+        return self.server_version or self.sha256[:8]
+
+    @property
+    def tools_raw(self) -> list[dict]:
+        return self.document.raw
+
+
+class SnapshotTool(models.Model):
+    snapshot = models.ForeignKey(Snapshot, models.CASCADE, related_name="tools")
+    position = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    tokens = models.PositiveIntegerField()
+    description_tokens = models.PositiveIntegerField()
+    schema_tokens = models.PositiveIntegerField()
+    sha256 = models.CharField(max_length=64, help_text="sha256 of the model-visible tool, to spot changes")
+
+    class Meta:
+        ordering = ["snapshot", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["snapshot", "position"], name="unique_tool_position"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.tokens})"
+
+
+class PollRun(models.Model):
+    server = models.ForeignKey(McpServer, models.CASCADE, related_name="poll_runs")
+    started = models.DateTimeField(default=timezone.now)
+    duration_ms = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=20, choices=PollOutcome.choices)
+    message = models.TextField(blank=True)
+    snapshot = models.ForeignKey(Snapshot, models.SET_NULL, null=True, blank=True, related_name="poll_runs")
+    changed = models.BooleanField(default=False, help_text="This poll started a new snapshot")
+    trigger = models.CharField(max_length=20, default="schedule")  # schedule | manual | command
+
+    class Meta:
+        ordering = ["-started", "-pk"]
+        indexes = [models.Index(fields=["server", "-started"], name="pollrun_server_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.server} {self.started:%Y-%m-%d %H:%M} {self.outcome}"

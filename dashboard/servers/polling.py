@@ -1,0 +1,261 @@
+"""Polling: claim a server, fetch its tools/list, record a snapshot or the failure.
+
+Plain functions; `dashboard.tasks` wraps them for Celery, the `poll` command calls them directly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.dispatch import Signal
+from django.utils import timezone
+
+from dashboard.servers.models import (
+    TRANSIENT_OUTCOMES,
+    McpServer,
+    PollOutcome,
+    PollRun,
+    Snapshot,
+    SnapshotTool,
+    ToolsDocument,
+)
+from mcptax import findings as findings_mod
+from mcptax import tokens
+from mcptax.client import FetchResult, PollError, ServerTarget, fetch_tools_sync
+
+log = logging.getLogger(__name__)
+
+# Sent once per new snapshot; budgets and alerts listen to it.
+snapshot_recorded = Signal()
+
+
+@dataclass
+class PollSummary:
+    server: str
+    outcome: str
+    message: str
+    duration_ms: int
+    changed: bool
+    snapshot_id: int | None
+    skipped: bool = False
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def target_for(server: McpServer) -> ServerTarget:
+    return ServerTarget(
+        transport=server.transport,
+        command=server.command,
+        args=list(server.args or []),
+        env=dict(server.env or {}),
+        cwd=server.cwd or None,
+        url=server.url,
+        headers=dict(server.headers or {}),
+    )
+
+
+def claim(server_id: int) -> bool:
+    """Take the per-server lock with a conditional update, so a slow server is never polled twice."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
+    free = Q(polling_since__isnull=True) | Q(polling_since__lt=stale)
+    return McpServer.objects.filter(free, pk=server_id).update(polling_since=now) == 1
+
+
+def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
+    server = McpServer.objects.select_related("team", "current_snapshot").get(pk=server_id)
+    if not claim(server.pk):
+        return PollSummary(
+            server.name, "skipped", "a poll of this server is already running", 0, False, None, True
+        )
+    started = timezone.now()
+    t0 = time.monotonic()
+    outcome, message, snapshot, changed = PollOutcome.OK, "", None, False
+    try:
+        result = fetch_tools_sync(
+            target_for(server),
+            connect_timeout=settings.POLL_CONNECT_TIMEOUT,
+            total_timeout=settings.POLL_TOTAL_TIMEOUT,
+            max_bytes=settings.POLL_MAX_BYTES,
+        )
+        snapshot, changed = record_snapshot(server, result)
+    except PollError as exc:
+        outcome, message = exc.outcome, exc.message
+    except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
+        log.exception("poll of %s crashed", server.name)
+        outcome, message = PollOutcome.CRASHED, f"{type(exc).__name__}: {exc}"
+    duration_ms = int((time.monotonic() - t0) * 1000)
+    run = PollRun.objects.create(
+        server=server,
+        started=started,
+        duration_ms=duration_ms,
+        outcome=outcome,
+        message=message[:5000],
+        snapshot=snapshot,
+        changed=changed,
+        trigger=trigger,
+    )
+    _release(server, run)
+    if changed and snapshot is not None:
+        _after_new_snapshot(snapshot)
+    return PollSummary(server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None)
+
+
+def _release(server: McpServer, run: PollRun) -> None:
+    now = timezone.now()
+    if run.outcome == PollOutcome.OK:
+        failures = 0
+        next_at = now + timedelta(seconds=server.poll_interval_seconds)
+    else:
+        failures = server.consecutive_failures + 1
+        server.consecutive_failures = failures - 1
+        delay = (
+            server.backoff_seconds() if run.outcome in TRANSIENT_OUTCOMES else server.poll_interval_seconds
+        )
+        next_at = now + timedelta(seconds=delay)
+    McpServer.objects.filter(pk=server.pk).update(
+        polling_since=None,
+        consecutive_failures=failures,
+        last_poll_at=run.started,
+        last_outcome=run.outcome,
+        last_error="" if run.outcome == PollOutcome.OK else run.message[:2000],
+        next_poll_at=next_at,
+    )
+
+
+def record_snapshot(server: McpServer, result: FetchResult, *, seen_at=None) -> tuple[Snapshot, bool]:
+    """Extend the current snapshot when nothing changed, else store a new one. Returns (snapshot, changed).
+
+    The comparison costs one sha256; tokenizing happens only for a new list.
+    """
+    seen_at = seen_at or timezone.now()
+    sha = tokens.snapshot_sha256(result.tools)
+    version = result.server_version or ""
+    instructions = result.instructions or ""
+    # The newest row, not server.current_snapshot: the caller's copy of the server may be stale.
+    current = Snapshot.objects.filter(server=server).order_by("-pk").first()
+    if (
+        current is not None
+        and current.sha256 == sha
+        and current.server_version == version
+        and current.instructions == instructions
+    ):
+        Snapshot.objects.filter(pk=current.pk).update(last_seen=seen_at)
+        current.last_seen = seen_at
+        return current, False
+
+    encoding = settings.TOKEN_ENCODINGS[0] if settings.TOKEN_ENCODINGS else tokens.DEFAULT_ENCODING
+    report = tokens.account(result.tools, instructions, encoding=encoding)
+    others = {}
+    for name in tokens.available_encodings(settings.TOKEN_ENCODINGS[1:]):
+        extra = tokens.account(result.tools, instructions, encoding=name)
+        others[extra.encoding] = {
+            "fixed_tax_tokens": extra.fixed_tax_tokens,
+            "instructions_tokens": extra.instructions_tokens,
+        }
+    found = findings_mod.analyze(
+        result.tools,
+        encoding=encoding,
+        **_team_medians(server),
+    )
+    with transaction.atomic():
+        document = ToolsDocument.store(sha, result.tools)
+        snapshot = Snapshot.objects.create(
+            server=server,
+            previous=current,
+            document=document,
+            sha256=sha,
+            first_seen=seen_at,
+            last_seen=seen_at,
+            server_name=result.server_name or "",
+            server_title=result.server_title or "",
+            server_version=version,
+            protocol_version=result.protocol_version or "",
+            is_release=current is None or current.server_version != version,
+            tool_count=report.tool_count,
+            bytes=report.bytes,
+            raw_bytes=len(document.raw_json.encode()),
+            encoding=report.encoding,
+            fixed_tax_tokens=report.fixed_tax_tokens,
+            overhead_tokens=report.overhead_tokens,
+            instructions_tokens=report.instructions_tokens,
+            instructions=instructions,
+            tokens_by_encoding={
+                report.encoding: {
+                    "fixed_tax_tokens": report.fixed_tax_tokens,
+                    "instructions_tokens": report.instructions_tokens,
+                },
+                **others,
+            },
+            prompts_count=result.prompts_count,
+            resources_count=result.resources_count,
+            findings=[f.to_dict() for f in found],
+        )
+        SnapshotTool.objects.bulk_create(
+            SnapshotTool(
+                snapshot=snapshot,
+                position=i,
+                name=t.name,
+                tokens=t.tokens,
+                description_tokens=t.description_tokens,
+                schema_tokens=t.schema_tokens,
+                sha256=hashlib.sha256(tokens.canonical(tokens.visible_tool(raw)).encode()).hexdigest(),
+            )
+            for i, (t, raw) in enumerate(zip(report.tools, result.tools, strict=True))
+        )
+        McpServer.objects.filter(pk=server.pk).update(current_snapshot=snapshot)
+        server.current_snapshot = snapshot
+    return snapshot, True
+
+
+def _team_medians(server: McpServer) -> dict:
+    """Median description and schema tokens over the team's current tools, for the 'far above' rules."""
+    rows = SnapshotTool.objects.filter(
+        snapshot__in=McpServer.objects.filter(team=server.team)
+        .exclude(pk=server.pk)
+        .values("current_snapshot")
+    ).values_list("description_tokens", "schema_tokens")[:5000]
+    if len(rows) < 5:
+        return {}
+    return {
+        "team_median_description_tokens": statistics.median(r[0] for r in rows),
+        "team_median_schema_tokens": statistics.median(r[1] for r in rows),
+    }
+
+
+def _after_new_snapshot(snapshot: Snapshot) -> None:
+    """Tell listeners (threshold evaluation, alerts) after the snapshot is committed."""
+    transaction.on_commit(lambda: snapshot_recorded.send(sender=Snapshot, snapshot=snapshot))
+
+
+def dispatch_due(now=None, enqueue=None) -> list[int]:
+    """Find servers due for a poll and hand each to `enqueue` (the Celery task by default).
+
+    next_poll_at is pushed forward when dispatching, so beat ticking again before the poll runs
+    does not enqueue the same server twice.
+    """
+    now = now or timezone.now()
+    if enqueue is None:
+        from dashboard.tasks import poll_server_task
+
+        def enqueue(pk: int) -> None:
+            poll_server_task.delay(pk)
+
+    dispatched = []
+    for server in (
+        McpServer.objects.due(now).filter(polling_since__isnull=True).only("pk", "poll_interval_seconds")
+    ):
+        hold = now + timedelta(seconds=max(60, settings.POLL_TOTAL_TIMEOUT * 2))
+        if McpServer.objects.filter(pk=server.pk, next_poll_at__lte=now).update(next_poll_at=hold) == 1:
+            enqueue(server.pk)
+            dispatched.append(server.pk)
+    return dispatched

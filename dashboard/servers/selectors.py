@@ -1,0 +1,478 @@
+"""Query helpers for the schema-tax pages: each page's data in a fixed number of SQL queries.
+
+Views stay thin; everything here takes already-authorized objects (a team, a server of that team).
+Row counts grow with the data, query counts must not: per-server figures come from annotations
+and one windowed query, never from a query per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.db.models import F, OuterRef, Prefetch, Subquery, Window
+from django.db.models.functions import RowNumber
+from django.utils import timezone
+
+from dashboard.alerts.models import Alert
+from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
+from dashboard.teams.models import Team
+
+SPARKLINE_POINTS = 30
+CONTEXT_WINDOWS = [32_000, 128_000, 200_000, 400_000, 1_000_000]
+# A "poll now" whose worker has not picked it up yet still counts as running for this long.
+PENDING_POLL_GRACE = timedelta(minutes=2)
+
+BUDGET_OVER = "over budget"
+BUDGET_WARNING = "warning"
+BUDGET_OK = "ok"
+BUDGET_NONE = "no budget"
+BUDGET_CSS = {BUDGET_OVER: "error", BUDGET_WARNING: "warning", BUDGET_OK: "ok", BUDGET_NONE: "muted"}
+
+STATUS_FILTERS = {
+    "over_budget": "Over budget",
+    "warning": "Budget warning",
+    "ok": "Within budget",
+    "no_budget": "No budget",
+    "failing": "Last poll failed",
+    "never": "Never polled",
+    "polling": "Polling now",
+}
+
+
+def budget_status(limits: dict | None) -> str:
+    """Over budget if any error-level limit is breached, warning if a warning one is, else ok."""
+    if not limits:
+        return BUDGET_NONE
+    breached = {v.get("level") for v in limits.values() if isinstance(v, dict) and v.get("breached")}
+    if "error" in breached:
+        return BUDGET_OVER
+    if "warning" in breached:
+        return BUDGET_WARNING
+    return BUDGET_OK
+
+
+def share(tokens: int | None, window: int) -> float | None:
+    return None if tokens is None or not window else 100.0 * tokens / window
+
+
+def pct_change(new: int | None, old: int | None) -> float | None:
+    if new is None or old is None or old == 0:
+        return None
+    return 100.0 * (new - old) / old
+
+
+def sparkline_points(values: list[int], width: int = 120, height: int = 28, pad: int = 2) -> str:
+    """SVG polyline points for values oldest first; a flat series draws a centered line."""
+    if not values:
+        return ""
+    if len(values) == 1:
+        values = values * 2
+    low, high = min(values), max(values)
+    span = high - low
+    step = (width - 2 * pad) / (len(values) - 1)
+    points = []
+    for i, v in enumerate(values):
+        y = height / 2 if span == 0 else pad + (height - 2 * pad) * (1 - (v - low) / span)
+        points.append(f"{pad + i * step:.1f},{y:.1f}")
+    return " ".join(points)
+
+
+def parse_pending(raw: str | None) -> tuple[int, datetime] | None:
+    """`<server id>:<epoch seconds>`, as carried by a poll-now refresh URL."""
+    if not raw or ":" not in raw:
+        return None
+    pk, _, stamp = raw.partition(":")
+    try:
+        return int(pk), datetime.fromtimestamp(float(stamp), tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return None
+
+
+def pending_token(server: McpServer, at: datetime | None = None) -> str:
+    return f"{server.pk}:{(at or timezone.now()).timestamp():.6f}"
+
+
+def poll_in_flight(
+    server: McpServer, pending: tuple[int, datetime] | None, now: datetime | None = None
+) -> bool:
+    """Polling now, or asked to poll (poll now) and the worker has not finished it yet."""
+    if server.polling_since is not None:
+        return True
+    if pending is None or pending[0] != server.pk:
+        return False
+    now = now or timezone.now()
+    requested = pending[1]
+    if requested > now + timedelta(seconds=5):
+        return False  # a request "from the future" is not ours; never poll forever on it
+    finished = server.last_poll_at is not None and server.last_poll_at >= requested
+    return not finished and now - requested < PENDING_POLL_GRACE
+
+
+# --- Team overview ----------------------------------------------------------------------------------
+
+
+@dataclass
+class ServerRow:
+    server: McpServer
+    snapshot: Snapshot | None
+    window: int
+    release_prev_tax: int | None = None
+    release_prev_label: str = ""
+    release_prev_pk: int | None = None
+    release_pk: int | None = None
+    sparkline: list[int] = field(default_factory=list)
+    in_flight: bool = False
+
+    @property
+    def tax(self) -> int | None:
+        return self.snapshot.fixed_tax_tokens if self.snapshot else None
+
+    @property
+    def share(self) -> float | None:
+        return share(self.tax, self.window)
+
+    @property
+    def tool_count(self) -> int | None:
+        return self.snapshot.tool_count if self.snapshot else None
+
+    @property
+    def release_delta(self) -> int | None:
+        if self.tax is None or self.release_prev_tax is None:
+            return None
+        return self.tax - self.release_prev_tax
+
+    @property
+    def release_delta_pct(self) -> float | None:
+        return pct_change(self.tax, self.release_prev_tax)
+
+    @property
+    def budget(self) -> str:
+        return budget_status(self.snapshot.limits if self.snapshot else None)
+
+    @property
+    def budget_css(self) -> str:
+        return BUDGET_CSS[self.budget]
+
+    @property
+    def sparkline_svg_points(self) -> str:
+        return sparkline_points(self.sparkline)
+
+    @property
+    def failing(self) -> bool:
+        return bool(self.server.last_outcome) and self.server.last_outcome != PollOutcome.OK
+
+    def matches(self, status: str) -> bool:
+        if not status:
+            return True
+        return {
+            "over_budget": self.budget == BUDGET_OVER,
+            "warning": self.budget == BUDGET_WARNING,
+            "ok": self.budget == BUDGET_OK,
+            "no_budget": self.budget == BUDGET_NONE,
+            "failing": self.failing,
+            "never": self.server.last_poll_at is None,
+            "polling": self.in_flight,
+        }.get(status, True)
+
+
+_NONE_LAST = float("-inf")
+SORT_KEYS: dict[str, Any] = {
+    "name": lambda r: r.server.name.lower(),
+    "tax": lambda r: r.tax if r.tax is not None else _NONE_LAST,
+    "share": lambda r: r.tax if r.tax is not None else _NONE_LAST,
+    "delta": lambda r: r.release_delta if r.release_delta is not None else _NONE_LAST,
+    "delta_pct": lambda r: r.release_delta_pct if r.release_delta_pct is not None else _NONE_LAST,
+    "tools": lambda r: r.tool_count if r.tool_count is not None else _NONE_LAST,
+    "budget": lambda r: [BUDGET_NONE, BUDGET_OK, BUDGET_WARNING, BUDGET_OVER].index(r.budget),
+    "outcome": lambda r: (r.failing, r.server.last_outcome or ""),
+    "last_poll": lambda r: r.server.last_poll_at.timestamp() if r.server.last_poll_at else _NONE_LAST,
+}
+DEFAULT_SORT = "-tax"
+
+
+def normalize_sort(raw: str | None, keys: dict[str, Any], default: str) -> tuple[str, str, bool]:
+    """(sort param as given or default, key name, descending)."""
+    raw = raw or default
+    name = raw.lstrip("-")
+    if name not in keys:
+        raw, name = default, default.lstrip("-")
+    return raw, name, raw.startswith("-")
+
+
+def overview_rows(
+    team: Team,
+    *,
+    window: int,
+    sort: str | None = None,
+    status: str = "",
+    pending: tuple[int, datetime] | None = None,
+) -> tuple[list[ServerRow], list[ServerRow], str]:
+    """(rows matching `status`, sorted; every row of the team; the sort applied). Two queries."""
+    releases = Snapshot.objects.filter(server=OuterRef("pk"), is_release=True).order_by("-first_seen", "-pk")
+    servers = (
+        McpServer.objects.filter(team=team)
+        .select_related("current_snapshot")
+        .defer("current_snapshot__instructions", "current_snapshot__findings")
+        .annotate(
+            release_pk=Subquery(releases.values("pk")[:1]),
+            release_prev_pk=Subquery(releases.values("previous_id")[:1]),
+            release_prev_tax=Subquery(releases.values("previous__fixed_tax_tokens")[:1]),
+            release_prev_label=Subquery(releases.values("previous__server_version")[:1]),
+        )
+    )
+    now = timezone.now()
+    rows = [
+        ServerRow(
+            server=s,
+            snapshot=s.current_snapshot,
+            window=window,
+            release_prev_tax=s.release_prev_tax,
+            release_prev_label=s.release_prev_label or "",
+            release_prev_pk=s.release_prev_pk,
+            release_pk=s.release_pk,
+            in_flight=poll_in_flight(s, pending, now),
+        )
+        for s in servers
+    ]
+    shown = [r for r in rows if r.matches(status)]
+    sort, key, descending = normalize_sort(sort, SORT_KEYS, DEFAULT_SORT)
+    shown.sort(key=lambda r: r.server.name.lower())
+    shown.sort(key=SORT_KEYS[key], reverse=descending)
+    attach_sparklines(shown)
+    return shown, rows, sort
+
+
+def attach_sparklines(rows: list[ServerRow]) -> None:
+    """The last SPARKLINE_POINTS snapshots of every row's server in one windowed query."""
+    by_server = {r.server.pk: r for r in rows if r.snapshot is not None}
+    if not by_server:
+        return
+    ranked = (
+        Snapshot.objects.filter(server_id__in=list(by_server))
+        .annotate(
+            rank=Window(
+                RowNumber(), partition_by=[F("server_id")], order_by=[F("first_seen").desc(), F("pk").desc()]
+            )
+        )
+        .filter(rank__lte=SPARKLINE_POINTS)
+        .order_by("server_id", "first_seen", "pk")
+        .values_list("server_id", "fixed_tax_tokens")
+    )
+    for server_id, tax in ranked:
+        by_server[server_id].sparkline.append(tax)
+
+
+@dataclass
+class TeamTotal:
+    tokens: int
+    servers: int
+    window: int
+
+    @property
+    def share(self) -> float | None:
+        return share(self.tokens, self.window)
+
+
+def team_total(rows: list[ServerRow], window: int) -> TeamTotal:
+    """What an agent loading every enabled server pays per request (filters do not change it)."""
+    counted = [r for r in rows if r.server.enabled and r.tax is not None]
+    return TeamTotal(sum(r.tax for r in counted), len(counted), window)
+
+
+def stacks_with_totals(team: Team) -> list[Stack]:
+    """Stacks with their members' current fixed tax summed (members prefetched, two queries)."""
+    members_qs = McpServer.objects.select_related("current_snapshot").defer(
+        "current_snapshot__instructions", "current_snapshot__findings"
+    )
+    stacks = list(
+        Stack.objects.filter(team=team).prefetch_related(
+            Prefetch("servers", queryset=members_qs.order_by("name"))
+        )
+    )
+    for stack in stacks:
+        members = list(stack.servers.all())
+        stack.members = members
+        stack.total_tokens = sum(m.current_snapshot.fixed_tax_tokens for m in members if m.current_snapshot)
+        stack.unpolled = [m for m in members if m.current_snapshot is None]
+    return stacks
+
+
+# --- Server page ----------------------------------------------------------------------------------
+
+
+HISTORY_FIELDS = (
+    "pk",
+    "first_seen",
+    "last_seen",
+    "server_version",
+    "sha256",
+    "fixed_tax_tokens",
+    "tool_count",
+    "instructions_tokens",
+    "is_release",
+    "limits",
+    "previous_id",
+)
+
+
+@dataclass
+class HistoryPoint:
+    pk: int
+    first_seen: datetime
+    last_seen: datetime
+    version: str
+    sha256: str
+    tokens: int
+    tool_count: int
+    instructions_tokens: int
+    is_release: bool
+    limits: dict
+    previous_id: int | None
+    delta: int | None = None
+    findings_count: int | None = None
+
+    @property
+    def label(self) -> str:
+        return self.version or self.sha256[:8]
+
+
+def snapshot_history(server: McpServer) -> list[HistoryPoint]:
+    """All of a server's snapshots, oldest first, with the fields pages need (one query)."""
+    rows = Snapshot.objects.filter(server=server).order_by("first_seen", "pk").values_list(*HISTORY_FIELDS)
+    points: list[HistoryPoint] = []
+    for pk, first, last, version, sha, tax, count, instr, release, limits, prev in rows:
+        point = HistoryPoint(pk, first, last, version, sha, tax, count, instr, release, limits or {}, prev)
+        if points:
+            point.delta = tax - points[-1].tokens
+        points.append(point)
+    return points
+
+
+def attach_findings_counts(points: list[HistoryPoint]) -> None:
+    """Findings per snapshot for the rows a page shows (findings JSON is too heavy to load for all)."""
+    by_pk = {p.pk: p for p in points}
+    for pk, found in Snapshot.objects.filter(pk__in=list(by_pk)).values_list("pk", "findings"):
+        by_pk[pk].findings_count = len(found or [])
+
+
+def previous_release_of(history: list[HistoryPoint], pk: int) -> HistoryPoint | None:
+    """The last snapshot of the release before the one `pk` belongs to (what "since release" compares)."""
+    index = next((i for i, p in enumerate(history) if p.pk == pk), None)
+    if index is None:
+        return None
+    # Walk back to the snapshot that started this release, then one more.
+    while index > 0 and not history[index].is_release:
+        index -= 1
+    return history[index - 1] if index > 0 else None
+
+
+@dataclass
+class ToolRow:
+    name: str
+    position: int
+    tokens: int
+    description_tokens: int
+    schema_tokens: int
+    share: float
+    delta: int | None  # None: the tool is new since the previous release
+    previous_tokens: int | None
+
+    @property
+    def other_tokens(self) -> int:
+        # Name, keys and punctuation around the description and the schema.
+        return self.tokens - self.description_tokens - self.schema_tokens
+
+
+TOOL_SORT_KEYS: dict[str, Any] = {
+    "position": lambda t: t.position,
+    "name": lambda t: t.name.lower(),
+    "tokens": lambda t: t.tokens,
+    "description": lambda t: t.description_tokens,
+    "schema": lambda t: t.schema_tokens,
+    "share": lambda t: t.tokens,
+    "delta": lambda t: t.delta if t.delta is not None else float("inf"),
+}
+DEFAULT_TOOL_SORT = "-tokens"
+
+
+def tool_rows(
+    snapshot: Snapshot, compare_to_pk: int | None, sort: str | None = None
+) -> tuple[list[ToolRow], list[dict], str]:
+    """The snapshot's tools with their change since `compare_to_pk`, plus the tools that went away."""
+    wanted = [snapshot.pk] + ([compare_to_pk] if compare_to_pk else [])
+    tools = SnapshotTool.objects.filter(snapshot_id__in=wanted).values_list(
+        "snapshot_id", "position", "name", "tokens", "description_tokens", "schema_tokens"
+    )
+    current, before = [], {}
+    for snap_id, position, name, tok, desc, schema in tools:
+        if snap_id == snapshot.pk:
+            current.append((position, name, tok, desc, schema))
+        else:
+            before[name] = tok
+    total = snapshot.fixed_tax_tokens or 1
+    rows = []
+    for position, name, tok, desc, schema in current:
+        prev = before.get(name) if compare_to_pk else None
+        delta = (tok - prev) if prev is not None else (None if compare_to_pk else 0)
+        rows.append(ToolRow(name, position, tok, desc, schema, 100.0 * tok / total, delta, prev))
+    names = {r.name for r in rows}
+    removed = [{"name": n, "tokens": t} for n, t in sorted(before.items()) if n not in names]
+    sort, key, descending = normalize_sort(sort, TOOL_SORT_KEYS, DEFAULT_TOOL_SORT)
+    rows.sort(key=lambda r: r.position)
+    rows.sort(key=TOOL_SORT_KEYS[key], reverse=descending)
+    return rows, removed, sort
+
+
+def server_alerts(server: McpServer) -> list[Alert]:
+    return list(
+        Alert.objects.filter(server=server)
+        .only("pk", "level", "message", "opened_at", "state", "measure", "snapshot_id")
+        .order_by("opened_at")[:500]
+    )
+
+
+def poll_runs(server: McpServer):
+    return (
+        PollRun.objects.filter(server=server)
+        .select_related("snapshot")
+        .only(
+            "pk",
+            "started",
+            "duration_ms",
+            "outcome",
+            "message",
+            "changed",
+            "trigger",
+            "snapshot__id",
+            "snapshot__server_version",
+            "snapshot__sha256",
+        )
+    )
+
+
+@dataclass
+class SortColumn:
+    key: str
+    label: str
+    query: str
+    arrow: str
+    numeric: bool
+
+
+def sort_columns(
+    columns: list[tuple[str, str, bool]], current: str, params: dict[str, Any], param: str = "sort"
+) -> list[SortColumn]:
+    """Header links: clicking the sorted column flips it; another column sorts large-first if numeric."""
+    out = []
+    for key, label, numeric in columns:
+        if current.lstrip("-") == key:
+            target = key if current.startswith("-") else f"-{key}"
+            arrow = "▼" if current.startswith("-") else "▲"
+        else:
+            target, arrow = (f"-{key}" if numeric else key), ""
+        query = urlencode({**{k: v for k, v in params.items() if v not in (None, "")}, param: target})
+        out.append(SortColumn(key, label, query, arrow, numeric))
+    return out

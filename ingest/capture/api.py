@@ -1,0 +1,273 @@
+"""Ingest endpoints of the JSON API: push a batch of log lines, follow a job, list agents.
+
+``POST /api/v1/ingest`` is what the logging proxy's ``--push`` calls. The body (JSONL, or gzip of
+it) is streamed to a file under MEDIA_ROOT/ingest/ as it arrives, never held whole in memory,
+and then ingested like any other log, in the request by default so the caller gets the counts.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+import zlib
+from datetime import datetime
+from pathlib import Path
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db import transaction
+from django.db.models import Count
+from django.http import HttpRequest, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.template.defaultfilters import filesizeformat
+from ninja import Query, Router, Schema, Status
+from ninja.pagination import LimitOffsetPagination, paginate
+
+from ingest.capture.models import Agent, IngestJob
+from mcptax.formats import FORMATS
+
+router = Router(tags=["ingest"])
+
+READ_CHUNK = 256 * 1024
+GZIP_MAGIC = b"\x1f\x8b"
+RATE_WINDOW_SECONDS = 60
+
+
+class IngestJobOut(Schema):
+    code: uuid.UUID
+    status: str
+    source: str
+    filename: str
+    format: str
+    total_bytes: int
+    bytes_done: int
+    lines_read: int
+    stored: int
+    duplicate: int
+    ignored: int
+    quarantined: int
+    calls_stored: int
+    reconciles: bool
+    ignored_reasons: dict
+    error: str
+    created: datetime
+    finished: datetime | None
+    url: str
+
+    @staticmethod
+    def resolve_url(job: IngestJob) -> str:
+        return f"/api/v1/ingest/{job.code}"
+
+
+class ErrorOut(Schema):
+    detail: str
+
+
+class IngestParams(Schema):
+    format: str = "auto"
+    filename: str = ""
+    wait: bool = True
+
+
+class AgentOut(Schema):
+    id: int
+    family: str
+    name: str
+    version: str
+    title: str
+    first_seen: datetime
+    last_seen: datetime
+    calls: int
+
+    @staticmethod
+    def resolve_calls(agent: Agent) -> int:
+        return agent.call_count
+
+
+def _error(status: int, detail: str, **headers: str) -> JsonResponse:
+    response = JsonResponse({"detail": detail}, status=status)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def _rate_limited(token_key: str) -> int | None:
+    """Seconds to wait when this token used up its requests for the current minute, else None.
+
+    A fixed one-minute window in the shared cache (Redis in production), so every web process
+    counts against the same budget.
+    """
+    limit = settings.INGEST_API_RATE_PER_MINUTE
+    if limit <= 0:
+        return None
+    now = time.time()
+    window = int(now // RATE_WINDOW_SECONDS)
+    key = f"ingest-api-rate:{token_key}:{window}"
+    cache.add(key, 0, timeout=RATE_WINDOW_SECONDS + 5)
+    try:
+        used = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=RATE_WINDOW_SECONDS + 5)
+        used = 1
+    if used <= limit:
+        return None
+    return max(1, int((window + 1) * RATE_WINDOW_SECONDS - now) + 1)
+
+
+class BodyTooLarge(Exception):
+    pass
+
+
+class BadBody(Exception):
+    pass
+
+
+def _is_gzip(request: HttpRequest) -> bool:
+    encoding = request.headers.get("Content-Encoding", "").lower()
+    content_type = request.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    return "gzip" in encoding or content_type in ("application/gzip", "application/x-gzip")
+
+
+class _Gunzip:
+    """Streaming gunzip of one or more concatenated gzip members, bounded by ``limit`` output bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.written = 0
+        self._d = zlib.decompressobj(wbits=31)
+
+    def feed(self, data: bytes) -> bytes:
+        out = bytearray()
+        while data:
+            if self._d.eof:
+                # `cat a.gz b.gz` is valid gzip; each member needs a fresh decompressor.
+                self._d = zlib.decompressobj(wbits=31)
+            try:
+                part = self._d.decompress(data, self.limit + 1 - self.written)
+            except zlib.error as exc:
+                raise BadBody(f"the body is not valid gzip ({exc})") from None
+            self.written += len(part)
+            out += part
+            if self.written > self.limit or self._d.unconsumed_tail:
+                raise BodyTooLarge
+            data = self._d.unused_data
+        return bytes(out)
+
+    def close(self) -> None:
+        if not self._d.eof:
+            raise BadBody("the gzip body is truncated")
+
+
+def _spool_body(request: HttpRequest, dest: Path, limit: int) -> int:
+    """Stream the request body (gunzipped when it is gzip) to ``dest``; return the bytes written.
+
+    The limit applies to the body as sent and, for gzip, to the decompressed data too, so a
+    small compressed body cannot unpack into an unbounded file.
+    """
+    gunzip: _Gunzip | None = None
+    received = written = 0
+    with open(dest, "wb") as out:
+        while chunk := request.read(READ_CHUNK):
+            received += len(chunk)
+            if received > limit:
+                raise BodyTooLarge
+            if received == len(chunk) and (_is_gzip(request) or chunk.startswith(GZIP_MAGIC)):
+                # A JSON line never starts with the gzip magic, so sniffing is safe and saves a
+                # client that forgot the header.
+                gunzip = _Gunzip(limit)
+            data = gunzip.feed(chunk) if gunzip is not None else chunk
+            written += len(data)
+            if written > limit:
+                raise BodyTooLarge
+            out.write(data)
+        if gunzip is not None:
+            gunzip.close()
+    return written
+
+
+def _too_large(limit: int) -> JsonResponse:
+    return _error(
+        413,
+        f"The body is larger than the ingest limit of {filesizeformat(limit)} ({limit} bytes, "
+        "INGEST_API_MAX_BYTES; for gzip the limit applies to the decompressed data too). "
+        "Send smaller batches.",
+    )
+
+
+@router.post(
+    "/ingest",
+    response={200: IngestJobOut, 202: IngestJobOut, 400: ErrorOut, 413: ErrorOut, 429: ErrorOut},
+    summary="Ingest a batch of log lines (JSONL, or gzip of it)",
+    description="The body is the log itself: envelope JSONL (the logging proxy's `--push`), a HAR, a "
+    "Claude Code session or a Codex rollout. Send it gzip-compressed with `Content-Encoding: gzip` or "
+    "`Content-Type: application/gzip`. Limits: INGEST_API_MAX_BYTES per body (413) and "
+    "INGEST_API_RATE_PER_MINUTE requests per token (429 with Retry-After). By default the batch is "
+    "ingested before the response, which carries the counts; `?wait=false` queues it (202) and the "
+    "counts come from `GET /api/v1/ingest/{code}`.",
+)
+def ingest(request: HttpRequest, params: Query[IngestParams]):
+    from ingest.capture import pipeline
+    from ingest.tasks import run_ingest_job
+
+    retry_after = _rate_limited(request.api_token.key_id)
+    if retry_after is not None:
+        return _error(
+            429,
+            f"Rate limit of {settings.INGEST_API_RATE_PER_MINUTE} ingest requests per minute for this "
+            f"token reached; retry in {retry_after} s.",
+            Retry_After=str(retry_after),
+        )
+    if params.format != "auto" and params.format not in FORMATS:
+        return _error(400, f"Unknown format {params.format!r}; use auto or one of {', '.join(FORMATS)}.")
+    limit = settings.INGEST_API_MAX_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _too_large(limit)
+
+    directory = pipeline.upload_dir(request.team)
+    directory.mkdir(parents=True, exist_ok=True)
+    dest = directory / f"{uuid.uuid4().hex}-api.jsonl"
+    try:
+        size = _spool_body(request, dest, limit)
+    except BodyTooLarge:
+        dest.unlink(missing_ok=True)
+        return _too_large(limit)
+    except BadBody as exc:
+        dest.unlink(missing_ok=True)
+        return _error(400, str(exc))
+    if size == 0:
+        dest.unlink(missing_ok=True)
+        return _error(400, "The body is empty; send JSONL lines (or gzip of them).")
+
+    filename = params.filename.strip()[:200] or f"api {request.api_token.name}"
+    job = pipeline.create_job(
+        request.team, source=IngestJob.Source.API, filename=filename, path=str(dest), format=params.format
+    )
+    if not params.wait:
+        transaction.on_commit(lambda: run_ingest_job.delay(job.pk))
+        return Status(202, job)
+    pipeline.run_job(job.pk)
+    job.refresh_from_db()
+    return Status(200, job)
+
+
+@router.get(
+    "/ingest/{code}",
+    response={200: IngestJobOut, 404: ErrorOut},
+    summary="Status and counts of an ingest job",
+)
+def ingest_status(request: HttpRequest, code: uuid.UUID):
+    return get_object_or_404(IngestJob, team=request.team, code=code)
+
+
+@router.get("/agents", response=list[AgentOut], summary="Agents (MCP clients) seen in the team's traffic")
+@paginate(LimitOffsetPagination)
+def agents(request: HttpRequest):
+    return (
+        Agent.objects.filter(team=request.team)
+        .annotate(call_count=Count("calls"))
+        .order_by("family", "name", "version")
+    )

@@ -1,0 +1,464 @@
+"""Fidelity verdicts for stored bulk arguments (docs/definitions.md), with their evidence.
+
+The pure comparison lives in ``mcptax.verdict_rules.judge``; this module finds what to compare with:
+
+- **Expected hash**, first that applies: the caller's ``expected_sha256``/``sha256`` in the
+  arguments (``expected_source="caller"``) or in ``_meta`` (``"meta"``), captured at ingest by
+  :func:`caller_expectations`; else a registered reference document the paste matches by exact
+  sha256 or by head/tail fingerprints (``"reference_document"``), looked up with indexed
+  equalities on ``ReferenceFingerprint(team, kind, value)``; else none (``unverifiable``).
+- **Expected content**: the reference document with that sha256, else any captured bulk value
+  with it (``BulkContent`` is content-addressed per team).
+- **Arrived content**: the argument's own stored copy, or for a hash-only (redacted) capture any
+  captured value with the same sha256.
+
+Beside the verdict the evidence keeps the server's own ``isError`` answer and whether the sha256
+the server reported in its result agrees with what the capture saw.
+
+Verdicts are recomputed (and the rollups corrected) when expected content becomes known later: a
+reference document is registered (:func:`rejudge_for_document`) or a copy with the expected hash
+arrives (:func:`rejudge_for_contents`, run after every ingest batch).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import reduce
+from operator import or_
+from typing import Any
+
+from celery import shared_task
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from dashboard.teams.models import Team
+from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
+from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
+from mcptax import verdict_rules as fidelity
+from mcptax.bulk import EXPECTED_HASH_KEYS, BulkArg
+from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
+
+logger = logging.getLogger(__name__)
+
+CALLER, META, REFERENCE_DOCUMENT = "caller", "meta", "reference_document"
+CALLER_SOURCES = (CALLER, META)
+# Verdicts that say nothing about the agent; left out of exact-match rates.
+UNJUDGED = (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED)
+# How many rows to load at once when re-judging after a registration.
+CHUNK = 500
+
+
+# -- the caller's expectation (at ingest) ------------------------------------------------------------
+
+
+def _stated_hash(source: Any) -> str | None:
+    if not isinstance(source, dict):
+        return None
+    for key in EXPECTED_HASH_KEYS:
+        value = source.get(key)
+        if isinstance(value, str):
+            value = value.strip().lower()
+            if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
+                return value
+    return None
+
+
+def caller_expectations(arguments: Any, meta: Any, bulk: Sequence[BulkArg]) -> dict[str, tuple[str, str]]:
+    """``{pointer: (expected_sha256, "caller" | "meta")}`` for the bulk arguments a stated hash covers.
+
+    One stated hash names one content. With a single bulk argument it is that one; with several,
+    the one whose sha256 it is, else the largest (the argument an agent would check), so a small
+    side argument is never blamed for not matching the main document.
+    """
+    stated = _stated_hash(arguments)
+    source = CALLER
+    if stated is None:
+        stated, source = _stated_hash(meta), META
+    if stated is None or not bulk:
+        return {}
+    if len(bulk) == 1:
+        return {bulk[0].pointer: (stated, source)}
+    target = next((b for b in bulk if b.sha256 == stated), None)
+    if target is None:
+        target = max(bulk, key=lambda b: b.bytes or 0)
+    return {target.pointer: (stated, source)}
+
+
+# -- lookups ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Match:
+    document: ReferenceDocument
+    kinds: list[str]
+
+
+def find_documents(team: Team, texts: dict[int, str], shas: dict[int, str]) -> dict[int, _Match]:
+    """The best reference document per key (an argument id), by exact sha256 or fingerprints.
+
+    ``texts`` holds the arrived text where known (its fingerprints are looked up); ``shas`` the
+    arrived sha256 of every argument (for hash-only captures, the exact match is all there is).
+    Two indexed queries whatever the number of arguments.
+    """
+    wanted: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for key, sha in shas.items():
+        if sha:
+            wanted[("sha256", sha)].append(key)
+    for key, text in texts.items():
+        for pair in candidate_keys(text):
+            wanted[pair].append(key)
+    if not wanted:
+        return {}
+    by_kind: dict[str, set[str]] = defaultdict(set)
+    for kind, value in wanted:
+        by_kind[kind].add(value)
+    condition = reduce(or_, (Q(kind=kind, value__in=sorted(values)) for kind, values in by_kind.items()))
+    hits: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+    doc_ids: set[int] = set()
+    # Newest document first, so rank_candidates breaks ties in favour of the latest registration.
+    for doc_id, kind, value in (
+        ReferenceFingerprint.objects.filter(condition, team=team)
+        .order_by("-document_id")
+        .values_list("document_id", "kind", "value")
+    ):
+        for key in wanted.get((kind, value), ()):
+            hits[key][doc_id].append(kind)
+            doc_ids.add(doc_id)
+    if not doc_ids:
+        return {}
+    documents = ReferenceDocument.objects.defer("text").in_bulk(doc_ids)
+    found = {}
+    for key, candidates in hits.items():
+        best = rank_candidates(candidates)[0]
+        found[key] = _Match(documents[best], sorted(set(candidates[best])))
+    return found
+
+
+def _load_contents(team: Team, shas: Iterable[str]) -> dict[str, tuple[str, bool, ReferenceDocument | None]]:
+    """``{sha256: (text, is_array, document)}`` for every sha256 under which content is known."""
+    shas = {s for s in shas if s}
+    known: dict[str, tuple[str, bool, ReferenceDocument | None]] = {}
+    if not shas:
+        return known
+    for doc in ReferenceDocument.objects.filter(team=team, sha256__in=shas):
+        known[doc.sha256] = (doc.text, False, doc)
+    rest = shas - set(known)
+    if rest:
+        for sha, text, is_array in BulkContent.objects.filter(team=team, sha256__in=rest).values_list(
+            "sha256", "text", "is_array"
+        ):
+            known[sha] = (text, is_array, None)
+    return known
+
+
+def _as_value(text: str, is_array: bool, want_array: bool) -> str | list:
+    """The value to compare: a list when an array is being compared and the text is its canonical JSON."""
+    if not (is_array or want_array):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, list) and fidelity.canonical(value) == text:
+        return value
+    return text
+
+
+# -- judging ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Change:
+    """One argument whose verdict was set or changed (``old`` is "" when it was first judged)."""
+
+    argument: BulkArgument
+    old: str
+
+
+def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:
+    reported = call.server_reported_sha256 or None
+    return {
+        "server_is_error": call.is_error,
+        "server_sha256": reported,
+        "server_sha256_agrees": (reported == argument.sha256) if reported and argument.sha256 else None,
+    }
+
+
+def judge_arguments(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
+    """(Re)compute the verdict of each argument and save it; returns those that changed.
+
+    Arguments need ``call`` loaded (``select_related("call")``). A constant number of queries per
+    call of this function (lookups are batched), plus one ``bulk_update``.
+    """
+    if not arguments:
+        return []
+    own_texts = dict(
+        BulkContent.objects.filter(pk__in={a.content_id for a in arguments if a.content_id}).values_list(
+            "pk", "text"
+        )
+    )
+    # A hash-only capture's content may be known from another capture of the same bytes.
+    missing = {a.sha256 for a in arguments if not a.content_id and a.sha256}
+    borrowed = dict(
+        BulkContent.objects.filter(team=team, sha256__in=missing).values_list("sha256", "text")
+        if missing
+        else []
+    )
+
+    def arrived_text(arg: BulkArgument) -> str | None:
+        if arg.content_id:
+            return own_texts.get(arg.content_id)
+        return borrowed.get(arg.sha256)
+
+    need_document = [
+        a for a in arguments if a.expected_source not in CALLER_SOURCES and not a.capture_truncated
+    ]
+    matches = find_documents(
+        team,
+        {a.pk: t for a in need_document if (t := arrived_text(a)) is not None},
+        {a.pk: a.sha256 for a in need_document},
+    )
+    expected_shas: dict[int, str] = {}
+    for arg in arguments:
+        if arg.expected_source in CALLER_SOURCES:
+            expected_shas[arg.pk] = arg.expected_sha256
+        elif arg.pk in matches:
+            expected_shas[arg.pk] = matches[arg.pk].document.sha256
+    contents = _load_contents(team, expected_shas.values())
+
+    now = timezone.now()
+    changes: list[Change] = []
+    for arg in arguments:
+        old = arg.verdict
+        old_evidence = arg.evidence
+        expected_sha = expected_shas.get(arg.pk)
+        match = matches.get(arg.pk)
+        if arg.expected_source not in CALLER_SOURCES:
+            arg.expected_source = REFERENCE_DOCUMENT if match else ""
+            arg.expected_sha256 = expected_sha or ""
+        text = arrived_text(arg)
+        arrived = _as_value(text, False, arg.kind == "array") if text is not None else None
+        known = contents.get(expected_sha or "")
+        expected = _as_value(known[0], known[1], isinstance(arrived, list)) if known else None
+        verdict = _judge(arg, arrived, expected, expected_sha)
+        evidence = verdict.to_dict()
+        evidence["expected_source"] = arg.expected_source or None
+        evidence["expected_sha256"] = expected_sha or None
+        document = match.document if match else (known[2] if known else None)
+        if known:
+            evidence["expected_content"] = "reference_document" if known[2] else "captured_copy"
+        else:
+            evidence["expected_content"] = None
+        evidence["document"] = (
+            {"id": document.pk, "code": str(document.code), "name": document.name, "url": document.url}
+            if document
+            else None
+        )
+        evidence["matched_by"] = match.kinds if match else None
+        evidence["arrived_content"] = (
+            None if text is None else ("captured" if arg.content_id else "captured_elsewhere")
+        )
+        evidence.update(_server_side(arg, arg.call))
+        arg.verdict = verdict.verdict
+        arg.evidence = evidence
+        arg.verdict_at = now
+        if old != arg.verdict or old_evidence != evidence:
+            changes.append(Change(arg, old))
+    if changes:
+        BulkArgument.objects.bulk_update(
+            [c.argument for c in changes],
+            ["verdict", "expected_sha256", "expected_source", "evidence", "verdict_at"],
+            batch_size=500,
+        )
+    return changes
+
+
+def _text_of(value: str | list | None) -> str | None:
+    return value if value is None or isinstance(value, str) else fidelity.canonical(value)
+
+
+def _judge(
+    arg: BulkArgument, arrived: str | list | None, expected: str | list | None, expected_sha: str | None
+) -> fidelity.Verdict:
+    if arg.capture_truncated:
+        return fidelity.Verdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
+    if not arg.sha256:
+        # A digest without a usable hash: nothing can be compared.
+        return fidelity.Verdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
+    kwargs = {
+        "arrived_sha256": arg.sha256,
+        "arrived_bytes": arg.bytes,
+        "expected_sha256": expected_sha or None,
+    }
+    try:
+        return fidelity.judge(arrived, expected=expected, **kwargs)
+    except ValueError:
+        pass
+    # A stored copy that does not hash as recorded (should not happen): compare texts, and if
+    # even that fails fall back to the hashes alone rather than give a verdict on wrong bytes.
+    try:
+        return fidelity.judge(_text_of(arrived), expected=_text_of(expected), **kwargs)
+    except ValueError:
+        logger.warning("bulk argument %s: stored content does not match its hash", arg.pk)
+        return fidelity.judge(None, expected=None, **kwargs)
+
+
+# -- the ingest hook ----------------------------------------------------------------------------------
+
+
+def judge_new_calls(team: Team, call_ids: Sequence[int]) -> list[Change]:
+    """Judge the not-yet-judged bulk arguments of these calls (idempotent)."""
+    arguments = list(
+        BulkArgument.objects.filter(call_id__in=list(call_ids), verdict="")
+        .select_related("call")
+        .order_by("pk")
+    )
+    return judge_arguments(team, arguments)
+
+
+def rejudge(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
+    """Judge already-judged arguments again and move their rollup counts to the new verdicts."""
+    from ingest.fidelity import rollups
+
+    with transaction.atomic():
+        changes = judge_arguments(team, arguments)
+        moved = [c for c in changes if c.old and c.old != c.argument.verdict]
+        rollups.apply_verdict_changes(team, moved)
+    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true.
+    from ingest.capture.pipeline import refresh_verdict_counts
+
+    job_ids = {c.argument.call.job_id for c in moved if c.argument.call.job_id}
+    for job in IngestJob.objects.filter(pk__in=job_ids, status=IngestJob.Status.DONE):
+        refresh_verdict_counts(job)
+    return changes
+
+
+def rejudge_for_contents(team: Team, shas: Iterable[str], exclude_calls: Sequence[int] = ()) -> list[Change]:
+    """Content for these sha256 values is now known: re-judge the ``mismatch`` verdicts it can explain.
+
+    ``mismatch`` means an expected hash whose content was unknown (or a hash-only arrival); both
+    lookups are indexed (``expected_sha256``, ``sha256``).
+    """
+    shas = sorted({s for s in shas if s})
+    if not shas:
+        return []
+    arguments = list(
+        BulkArgument.objects.filter(Q(expected_sha256__in=shas) | Q(sha256__in=shas), team=team)
+        .filter(verdict=fidelity.MISMATCH)
+        .exclude(call_id__in=list(exclude_calls))
+        .select_related("call")
+        .order_by("pk")
+    )
+    return rejudge(team, arguments)
+
+
+def rejudge_for_document(document: ReferenceDocument) -> int:
+    """A document was registered: re-judge what it can now explain; returns how many changed.
+
+    Candidates: arguments expecting its hash (a ``mismatch`` can now be compared), and arguments with
+    no caller expectation (``unverifiable``, or matched to another document) whose content shares
+    a fingerprint with it. Fingerprints of captured values are not stored, so the second part
+    reads the team's distinct captured values once (content-addressed, so each value once however
+    often it was pasted) — a one-off cost per registration, run on the worker.
+    """
+    team = document.team
+    keys = fingerprints(document.text)
+    changed = 0
+    # Expecting its hash: a mismatch becomes a comparison, and the evidence names the document.
+    by_hash = list(
+        BulkArgument.objects.filter(team=team, expected_sha256=document.sha256)
+        .exclude(verdict="")
+        .select_related("call")
+        .order_by("pk")
+    )
+    changed += len(rejudge(team, by_hash))
+    no_expectation = (
+        BulkArgument.objects.filter(team=team, capture_truncated=False)
+        .exclude(expected_source__in=CALLER_SOURCES)
+        .exclude(verdict="")
+    )
+    # Hash-only arrivals (no content) can only match exactly.
+    exact = list(no_expectation.filter(sha256=document.sha256).select_related("call").order_by("pk"))
+    changed += len(rejudge(team, exact))
+    content_ids = (
+        no_expectation.exclude(content=None)
+        .exclude(sha256=document.sha256)
+        .values_list("content_id", flat=True)
+    )
+    candidate_content: list[int] = []
+    seen: set[int] = set()
+    for content_id in content_ids.iterator(chunk_size=5000):
+        if content_id not in seen:
+            seen.add(content_id)
+    ids = sorted(seen)
+    for start in range(0, len(ids), CHUNK):
+        for pk, text in BulkContent.objects.filter(pk__in=ids[start : start + CHUNK]).values_list(
+            "pk", "text"
+        ):
+            mine = fingerprints(text)
+            if any(mine[kind] == value for kind, value in keys.items() if kind != "sha256"):
+                candidate_content.append(pk)
+    for start in range(0, len(candidate_content), CHUNK):
+        batch = list(
+            no_expectation.filter(content_id__in=candidate_content[start : start + CHUNK])
+            .select_related("call")
+            .order_by("pk")
+        )
+        changed += len(rejudge(team, batch))
+    ReferenceDocument.objects.filter(pk=document.pk).update(rejudged=changed)
+    document.rejudged = changed
+    return changed
+
+
+def rejudge_without_document(team: Team, sha256: str) -> int:
+    """A document was removed: arguments that relied on it are judged again (usually unverifiable)."""
+    arguments = list(
+        BulkArgument.objects.filter(Q(expected_sha256=sha256), team=team)
+        .exclude(verdict="")
+        .select_related("call")
+        .order_by("pk")
+    )
+    return len(rejudge(team, arguments))
+
+
+def on_calls_ingested(sender: Any, team: Team, call_ids: list[int], **kwargs: Any) -> None:
+    """``calls_ingested`` receiver: judge, roll up, re-judge what new content explains, alert.
+
+    Idempotent: only unjudged arguments are judged and only calls not yet rolled up are added,
+    so a batch signalled twice (a resumed job) changes nothing the second time.
+    """
+    from ingest.fidelity import alerts as fidelity_alerts
+    from ingest.fidelity import rollups
+
+    with transaction.atomic():
+        judge_new_calls(team, call_ids)
+        rollups.add_calls(team, call_ids)
+    shas = (
+        BulkArgument.objects.filter(call_id__in=call_ids)
+        .exclude(content=None)
+        .values_list("sha256", flat=True)
+    )
+    rejudge_for_contents(team, set(shas), exclude_calls=call_ids)
+    try:
+        fidelity_alerts.evaluate_after_ingest(team, call_ids)
+    except Exception:
+        # An alerting problem must not fail the ingest of good data; it is logged loudly.
+        logger.exception("fidelity alerts for team %s failed", team.pk)
+
+
+# Named under ingest.tasks so the ingest queue's route applies; defined here because this module is
+# always imported (ingest.apps) and the task is a thin wrapper over rejudge_for_document.
+@shared_task(name="ingest.tasks.rejudge_document", ignore_result=True)
+def rejudge_document_task(document_id: int) -> int:
+    document = ReferenceDocument.objects.filter(pk=document_id).select_related("team").first()
+    return rejudge_for_document(document) if document is not None else 0
+
+
+def queue_rejudge(document: ReferenceDocument) -> None:
+    """Re-judge for a new document on the worker once the registration commits."""
+    transaction.on_commit(lambda: rejudge_document_task.delay(document.pk))

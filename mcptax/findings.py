@@ -1,0 +1,458 @@
+"""Bloat findings for one snapshot's tools: where the fixed tax could shrink, and by about how much.
+
+Pure Python (no Django) so lint runs in the poller, the CI gate and tests alike. Every rule here is
+a heuristic over names and schemas; each finding says why it fired so a reader can disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from mcptax import tokens
+from mcptax.bulk import CONTENT_KEYS
+
+NEAR_DUPLICATE_TOOLS = "near_duplicate_tools"
+OVERSIZED_DESCRIPTION = "oversized_description"
+OVERSIZED_SCHEMA = "oversized_schema"
+REPEATED_SUBSCHEMA = "repeated_subschema"
+BULK_WITHOUT_REFERENCE = "bulk_without_reference"
+LARGE_SURFACE = "large_surface"
+KINDS = (
+    NEAR_DUPLICATE_TOOLS,
+    OVERSIZED_DESCRIPTION,
+    OVERSIZED_SCHEMA,
+    REPEATED_SUBSCHEMA,
+    BULK_WITHOUT_REFERENCE,
+    LARGE_SURFACE,
+)
+INFO = "info"
+WARNING = "warning"
+
+# Collapsing a variant into a parameter is not free: an enum value or flag with a short description.
+PARAMETER_ALLOWANCE_TOKENS = 20
+NEAR_DUPLICATE_WARNING_SAVINGS = 200
+# "Far above the team median": a ratio, ignored for items too small to matter whatever the median.
+MEDIAN_RATIO = 3.0
+MEDIAN_RULE_MIN_TOKENS = 50
+# Smaller fragments (a two-field object) cost less to repeat than a $ref and its $defs entry.
+MIN_FRAGMENT_TOKENS = 25
+# A small core plus an on-demand help tool (the reported 15 -> 4 + help file server).
+LARGE_SURFACE_MIN_TOOLS = 10
+LARGE_SURFACE_MIN_TOKENS = 5000
+LARGE_SURFACE_WARNING_TOKENS = 10000
+CORE_TOOL_COUNT = 4
+HELP_TOOL_TOKENS = 100
+MIN_SURFACE_SAVINGS = 300
+
+# docs/definitions.md: strings under these keys are bulk arguments whatever their size.
+CONTENT_NAMES = CONTENT_KEYS
+# As the last word of a longer name (new_content, issue_body) these still mean pasted content;
+# code/data/source are left out because country_code, data_source and source_branch are not.
+CONTENT_SUFFIXES = frozenset(
+    {"content", "contents", "text", "body", "markdown", "html", "csv", "yaml", "json", "document"}
+)
+# String arrays are usually short lists of labels or patterns; under these names they are content.
+CONTENT_ARRAY_NAMES = frozenset(
+    {"lines", "rows", "records", "values", "entries", "chunks", "texts", "documents", "items", "data"}
+)
+REFERENCE_NAMES = frozenset(
+    {"path", "url", "uri", "file", "file_path", "filepath", "source_url", "source_path", "href", "link", "id"}
+)
+REFERENCE_SUFFIXES = frozenset(
+    {"path", "paths", "url", "urls", "uri", "uris", "file", "files", "id", "ids", "href"}
+)
+EXPECTED_HASH_NAMES = frozenset({"expected_sha256", "sha256", "expected_hash"})
+BULK_ARRAY_MIN_ITEMS = 100
+# code/data/source are also used for locators (move_file(source, destination)); there the schema
+# says so, and a locator is a reference, not pasted content.
+AMBIGUOUS_CONTENT_NAMES = frozenset({"code", "data", "source"})
+_LOCATOR_DESCRIPTION = re.compile(r"\b(path|url|uri|file ?name|directory|folder)\b", re.IGNORECASE)
+
+_ADVICE_WORDS = re.compile(
+    r"\b(prefer\w*|instead|rather than|recommended|avoid pasting|do not paste|don't paste)\b", re.IGNORECASE
+)
+_REFERENCE_WORDS = re.compile(
+    r"\b(path|paths|url|urls|uri|reference|file_path|source_url|link)\b", re.IGNORECASE
+)
+_SENTENCE_END = re.compile(r"(?<=[.!?。])\s*|\n+")
+_NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+
+
+@dataclass
+class Finding:
+    kind: str
+    severity: str
+    tools: list[str]
+    title: str
+    detail: str
+    estimated_savings_tokens: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def analyze(
+    tools: list[dict],
+    *,
+    encoding: str = tokens.DEFAULT_ENCODING,
+    team_median_description_tokens: float | None = None,
+    team_median_schema_tokens: float | None = None,
+    description_limit: int = 300,
+    schema_limit: int = 600,
+) -> list[Finding]:
+    """Bloat findings for one snapshot's tools, most actionable first.
+
+    Token figures are those of tokens.account (model-visible tools, `encoding`). Medians, when the
+    team has them, add a relative rule beside the absolute limits.
+    """
+    report = tokens.account(tools, encoding=encoding)
+    enc = tokens.get_encoding(encoding)
+    found = [
+        *_near_duplicates(tools, report),
+        *_oversized(
+            report,
+            kind=OVERSIZED_DESCRIPTION,
+            what="description",
+            figure="description_tokens",
+            limit=description_limit,
+            median=team_median_description_tokens,
+        ),
+        *_oversized(
+            report,
+            kind=OVERSIZED_SCHEMA,
+            what="input schema",
+            figure="schema_tokens",
+            limit=schema_limit,
+            median=team_median_schema_tokens,
+        ),
+        *_repeated_subschemas(tools, enc),
+        *_bulk_without_reference(tools),
+        *_large_surface(tools, report),
+    ]
+    found.sort(
+        key=lambda f: (
+            f.severity != WARNING,
+            -(f.estimated_savings_tokens if f.estimated_savings_tokens is not None else -1),
+            KINDS.index(f.kind),
+            f.tools,
+        )
+    )
+    return found
+
+
+def _name_words(name: str) -> tuple[str, ...]:
+    """read_file_chunked, readFileChunked and read-file-chunked all give (read, file, chunked)."""
+    return tuple(word.lower() for word in _NAME_WORDS.findall(name))
+
+
+def _properties(tool: dict) -> dict[str, Any]:
+    schema = tool.get("inputSchema")
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def _join(names: list[str]) -> str:
+    if len(names) <= 2:
+        return " and ".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _near_duplicates(tools: list[dict], report: tokens.TokenReport) -> Iterator[Finding]:
+    tokens_by_name = {t.name: t.tokens for t in report.tools}
+    names = [tool["name"] for tool in tools]
+    words = {tool["name"]: _name_words(tool["name"]) for tool in tools}
+    props = {tool["name"]: set(_properties(tool)) for tool in tools}
+    full_names = set(words.values())
+
+    # A one-word stem ("get", "list") is too generic unless a tool carries exactly that name.
+    stems: set[tuple[str, ...]] = set()
+    for name in names:
+        for k in range(1, len(words[name]) + 1):
+            stem = words[name][:k]
+            if k >= 2 or stem in full_names:
+                stems.add(stem)
+
+    assigned: set[str] = set()
+    # Shortest stems first: read_file + read_file_chunked + read_file_with_encoding form one family
+    # rather than read_file_with_* splitting off.
+    for stem in sorted(stems, key=lambda s: (len(s), s)):
+        members = [n for n in names if n not in assigned and words[n][: len(stem)] == stem]
+        if len(members) < 2:
+            continue
+        # Same stem but nothing in common to pass (list_directory vs list_directory_roots with no
+        # arguments) is not one operation with variants.
+        members = [m for m in members if any(props[m] & props[o] for o in members if o != m)]
+        if len(members) < 2:
+            continue
+        sizes = [tokens_by_name[m] for m in members]
+        savings = sum(sizes) - max(sizes) - PARAMETER_ALLOWANCE_TOKENS * (len(members) - 1)
+        if savings <= 0:
+            continue
+        assigned.update(members)
+        largest = members[sizes.index(max(sizes))]
+        shared = sorted(set.intersection(*(props[m] for m in members))) or sorted(
+            {p for m in members for o in members if o != m for p in props[m] & props[o]}
+        )
+        variants = sorted(set.union(*(props[m] for m in members)) - set(shared))
+        stem_name = "_".join(stem)
+        yield Finding(
+            kind=NEAR_DUPLICATE_TOOLS,
+            severity=WARNING if savings >= NEAR_DUPLICATE_WARNING_SAVINGS else INFO,
+            tools=members,
+            title=f"{_join(members)} could be one tool",
+            detail=(
+                f"These {len(members)} tools share the name stem '{stem_name}' and the parameters "
+                f"{', '.join(shared)}. One tool (e.g. {largest}) taking "
+                + (f"{', '.join(variants)} as optional parameters" if variants else "a mode parameter")
+                + f" would send about {savings} fewer tokens on every request."
+            ),
+            estimated_savings_tokens=savings,
+        )
+
+
+def _oversized(
+    report: tokens.TokenReport, *, kind: str, what: str, figure: str, limit: int, median: float | None
+) -> Iterator[Finding]:
+    for tool in report.tools:
+        size = getattr(tool, figure)
+        reasons: list[str] = []
+        targets: list[int] = []
+        over_limit = size > limit
+        if over_limit:
+            reasons.append(f"above the limit of {limit}")
+            targets.append(limit)
+        if median and median > 0 and size >= MEDIAN_RULE_MIN_TOKENS and size > MEDIAN_RATIO * median:
+            reasons.append(f"{size / median:.1f}x the team median of {median:g}")
+            targets.append(int(MEDIAN_RATIO * median))
+        if not reasons:
+            continue
+        savings = size - min(targets)
+        yield Finding(
+            kind=kind,
+            severity=WARNING if over_limit else INFO,
+            tools=[tool.name],
+            title=f"{tool.name}'s {what} is {size} tokens",
+            detail=(
+                f"The {what} of {tool.name} is {size} tokens, {' and '.join(reasons)}. It is sent on "
+                f"every request; trimming it to {min(targets)} tokens (examples and long explanations "
+                "can move to a help tool or the docs) would save about "
+                f"{savings} tokens per request."
+            ),
+            estimated_savings_tokens=savings,
+        )
+
+
+def _walk(node: Any, pointer: str) -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        items = node.items()
+    elif isinstance(node, list):
+        items = enumerate(node)
+    else:
+        return
+    for key, child in items:
+        child_pointer = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
+        yield child_pointer, child
+        yield from _walk(child, child_pointer)
+
+
+def _is_structured_schema(node: Any) -> bool:
+    if not isinstance(node, dict):
+        return False
+    kind = node.get("type")
+    kinds = set(kind) if isinstance(kind, list) else {kind}
+    return bool(kinds & {"object", "array"}) or "properties" in node or "items" in node
+
+
+def _repeated_subschemas(tools: list[dict], enc: Any) -> Iterator[Finding]:
+    # Keyed on sorted JSON so a fragment written with its keys in another order still counts.
+    occurrences: dict[str, list[tuple[str, str]]] = {}
+    first_copy: dict[str, Any] = {}
+    for tool in tools:
+        schema = tool.get("inputSchema")
+        if not isinstance(schema, dict):
+            continue
+        for pointer, node in _walk(schema, ""):
+            if not _is_structured_schema(node):
+                continue
+            key = json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+            occurrences.setdefault(key, []).append((tool["name"], pointer))
+            first_copy.setdefault(key, node)
+
+    groups = []
+    for key, where in occurrences.items():
+        if len(where) < 2:
+            continue
+        size = tokens.count(tokens.canonical(first_copy[key]), enc)
+        if size >= MIN_FRAGMENT_TOKENS:
+            groups.append((size, key, where))
+
+    reported: list[tuple[str, str]] = []
+    # Largest first, so a repeated fragment nested inside a larger repeated one is not counted twice.
+    for size, _key, where in sorted(groups, key=lambda g: (-g[0], g[1])):
+        if all(
+            any(tool == r_tool and pointer.startswith(r_pointer + "/") for r_tool, r_pointer in reported)
+            for tool, pointer in where
+        ):
+            continue
+        reported.extend(where)
+        copies = len(where)
+        tool_names = list(dict.fromkeys(tool for tool, _ in where))
+        label = where[0][1].rsplit("/", 1)[-1]
+        savings = (copies - 1) * size
+        yield Finding(
+            kind=REPEATED_SUBSCHEMA,
+            severity=INFO,
+            tools=tool_names,
+            title=f"The '{label}' sub-schema ({size} tokens) is repeated {copies} times in {_join(tool_names)}",
+            detail=(
+                f"An identical {size}-token schema fragment appears at "
+                + ", ".join(f"{tool}#{pointer}" for tool, pointer in where)
+                + f". Defining it once ($defs) and referring to it would save about {savings} tokens."
+            ),
+            estimated_savings_tokens=savings,
+        )
+
+
+def _schema_types(schema: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return {k for k in kind if isinstance(k, str)}
+    return {kind} if isinstance(kind, str) else set()
+
+
+def _is_reference_name(name: str) -> bool:
+    words = _name_words(name)
+    return name.lower() in REFERENCE_NAMES or bool(words and words[-1] in REFERENCE_SUFFIXES)
+
+
+def _is_content_name(name: str) -> bool:
+    words = _name_words(name)
+    return name.lower() in CONTENT_NAMES or (len(words) > 1 and words[-1] in CONTENT_SUFFIXES)
+
+
+def _is_bulk_parameter(name: str, schema: Any) -> bool:
+    types = _schema_types(schema)
+    if "array" in types:
+        items = schema.get("items")
+        item_props = items.get("properties") if isinstance(items, dict) else None
+        # files: [{path, content}] carries pasted content whatever the array is called.
+        if isinstance(item_props, dict) and any(
+            _is_bulk_parameter(key, value) for key, value in item_props.items()
+        ):
+            return True
+    if _is_reference_name(name):
+        return False
+    if "array" in types:
+        max_items = schema.get("maxItems")
+        if isinstance(max_items, int) and max_items < BULK_ARRAY_MIN_ITEMS:
+            return False
+        item_types = _schema_types(schema.get("items"))
+        short_items = bool(item_types) and item_types <= {"string", "boolean"}
+        return not short_items or name.lower() in CONTENT_ARRAY_NAMES or _is_content_name(name)
+    # A content-named parameter without a declared type is still taken as text.
+    if not _is_content_name(name) or (types and "string" not in types):
+        return False
+    if name.lower() in AMBIGUOUS_CONTENT_NAMES and isinstance(schema, dict):
+        description = schema.get("description")
+        if schema.get("format") in ("uri", "uri-reference", "iri") or (
+            isinstance(description, str) and _LOCATOR_DESCRIPTION.search(description)
+        ):
+            return False
+    return True
+
+
+def _advises_reference(texts: list[str]) -> bool:
+    for text in texts:
+        for sentence in _SENTENCE_END.split(text):
+            if _ADVICE_WORDS.search(sentence) and _REFERENCE_WORDS.search(sentence):
+                return True
+    return False
+
+
+def _bulk_without_reference(tools: list[dict]) -> Iterator[Finding]:
+    for tool in tools:
+        props = _properties(tool)
+        bulk = [name for name, schema in props.items() if _is_bulk_parameter(name, schema)]
+        if not bulk:
+            continue
+        schema = tool["inputSchema"]
+        raw_required = schema.get("required")
+        required = (
+            {r for r in raw_required if isinstance(r, str)} if isinstance(raw_required, list) else set()
+        )
+        references = [name for name in props if _is_reference_name(name)]
+        # A reference is an alternative only if the content may be left out; write_file(path,
+        # content) with both required names a destination, not a source.
+        # (content OR path/url is expressed by leaving content out of the top-level `required`,
+        # with or without an anyOf spelling out the choice).
+        content_optional = any(name not in required for name in bulk)
+        has_reference = bool(references) and content_optional
+        has_expected_hash = any(name.lower() in EXPECTED_HASH_NAMES for name in props)
+        texts = [tool.get("description") or ""] + [
+            (props[name].get("description") or "") if isinstance(props[name], dict) else "" for name in bulk
+        ]
+        advises = _advises_reference([t for t in texts if isinstance(t, str)])
+
+        missing: list[tuple[str, str]] = []  # (short label for the title, phrase for the detail)
+        if not has_reference:
+            missing.append(("no reference alternative", "a reference parameter (path/url) usable instead"))
+        if not has_expected_hash:
+            missing.append(("no expected_sha256", "an expected_sha256 parameter"))
+        if not advises:
+            missing.append(("no advice to prefer the reference", "a description advising the reference"))
+        if not missing:
+            continue
+        params = ", ".join(bulk)
+        name = tool["name"]
+        yield Finding(
+            kind=BULK_WITHOUT_REFERENCE,
+            severity=WARNING if not has_reference else INFO,
+            tools=[name],
+            title=f"{name} takes bulk {params} with {_join([label for label, _ in missing])}",
+            detail=(
+                f"Agents re-type bulk arguments ({params}) as output tokens, slowly and not always "
+                f"exactly. {name} lacks {_join([phrase for _, phrase in missing])}. Accept a path or URL next to the content, "
+                "accept expected_sha256 and fail on mismatch, and say 'prefer the reference' in the "
+                "description; all three are additive changes."
+            ),
+            estimated_savings_tokens=None,
+        )
+
+
+def _large_surface(tools: list[dict], report: tokens.TokenReport) -> Iterator[Finding]:
+    count = report.tool_count
+    total = report.fixed_tax_tokens
+    if count <= CORE_TOOL_COUNT + 1:
+        return
+    if count < LARGE_SURFACE_MIN_TOOLS and total < LARGE_SURFACE_MIN_TOKENS:
+        return
+    # "Most general" approximated as taking the most parameters: such a tool covers the variants.
+    ranked = sorted(
+        zip(tools, report.tools, strict=True),
+        key=lambda pair: (-len(_properties(pair[0])), -pair[1].tokens),
+    )
+    core = [figures for _tool, figures in ranked[:CORE_TOOL_COUNT]]
+    core_cost = sum(t.tokens for t in core) + HELP_TOOL_TOKENS
+    savings = total - core_cost
+    if savings < MIN_SURFACE_SAVINGS:
+        return
+    names = [t.name for t in report.tools]
+    yield Finding(
+        kind=LARGE_SURFACE,
+        severity=WARNING if total >= LARGE_SURFACE_WARNING_TOKENS else INFO,
+        tools=names,
+        title=f"{count} tools cost {total:,} tokens on every request",
+        detail=(
+            f"Every request carries all {count} tools. A core of {CORE_TOOL_COUNT} general tools (e.g. "
+            f"{_join([t.name for t in core])}) plus an on-demand help tool of about {HELP_TOOL_TOKENS} "
+            f"tokens that describes the rest would cost about {core_cost:,} tokens, saving about "
+            f"{savings:,} per request."
+        ),
+        estimated_savings_tokens=savings,
+    )

@@ -1,0 +1,525 @@
+"""Turn LineEvents into ObservedCalls and one LineOutcome per input line.
+
+Output contract (what the Django layer relies on):
+
+- Every line number read yields exactly one ``LineOutcome``: ``call`` (with the dedupe keys of
+  the calls it formed), ``ignored`` or ``quarantined`` (with a reason). So
+  ``read == stored + duplicate + ignored + quarantined`` where stored/duplicate split the
+  ``call`` lines by whether any of their ``call_keys`` was new.
+- An ``ObservedCall`` is always yielded before the outcomes of the lines that formed it.
+- A call is yielded once its response is seen (transcripts: also once its turn's output tokens
+  are final); requests still unanswered at the end of input are yielded then, response fields
+  None and ``unanswered=True``.
+- The order of everything yielded depends only on the input, so a re-run yields the same items.
+
+Resuming after a kill: re-read the input from the start (the assembler's state, e.g. pending
+requests and the session's ``initialize``, is rebuilt that way) with
+``assemble(..., skip_through_line=W)`` where W is the last persisted ``LineOutcome.watermark``.
+Outcomes of lines <= W and calls whose first line is <= W are then not yielded (they were
+persisted before the kill: a call is always persisted before its lines' outcomes). Outcomes of
+lines > W may have been persisted too (they are emitted out of line order), so persist them
+idempotently keyed by line number; a re-yielded call straddling W is already stored, under the
+same dedupe key, by this same ingest.
+
+Dedupe keys are sha256 over identity independent of the log's format: for proxy captures
+(envelope, HAR) session, connection, JSON-RPC id, sha256 of the canonical request and the
+occurrence number of that identity in the input (so a client reusing an id for an identical
+request still yields two calls); for transcripts session and the client's call id.
+
+Output tokens (transcripts): the turn's ``output_tokens`` (Claude Code: the last usage copy of
+``message.id``; Codex: the ``token_count`` after the calls) are split across all tool calls of the
+turn, MCP and built-in, in proportion to their argument bytes (largest remainder, so the parts sum
+to the turn total); text the model wrote besides the calls is not separated out. The whole
+figure is kept in ``turn_output_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from mcptax.formats.records import (
+    CALL,
+    FRAME,
+    IGNORED,
+    TRANSCRIPT_FORMATS,
+    AgentInfo,
+    Frame,
+    LineEvent,
+    LineOutcome,
+    ObservedCall,
+    agent_from_client_info,
+    canonical,
+    sha256_hex,
+    utf8,
+)
+
+CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+TOOL_USE_ID_META_KEY = "claudecode/toolUseId"
+
+Output = ObservedCall | LineOutcome
+
+
+@dataclass
+class _LineState:
+    open: bool = True
+    pending: int = 0
+    call_keys: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    # An initialize request names the session's client; passed on so a later batch of the same
+    # session (a separate ingest) still knows who made its calls.
+    context: tuple[str, AgentInfo] | None = None
+
+
+@dataclass
+class _Turn:
+    key: tuple[str, str]
+    output_tokens: int | None = None
+    # Argument bytes of every tool call of the turn (MCP or built-in), by call id, in order.
+    weights: dict[str, int] = field(default_factory=dict)
+    calls: list[_PendingCall] = field(default_factory=list)
+
+
+@dataclass
+class _PendingCall:
+    request: Frame
+    lines: list[int]
+    dedupe_key: str
+    response: Frame | None = None
+    responded: bool = False
+    attributed: bool = True
+    output_tokens: int | None = None
+    turn_output_tokens: int | None = None
+    turn_tool_calls: int | None = None
+
+
+def _parse_ts(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _duration_ms(start: str | None, end: str | None) -> float | None:
+    a, b = _parse_ts(start), _parse_ts(end)
+    if a is None or b is None:
+        return None
+    try:
+        return round((b - a).total_seconds() * 1000.0, 3)
+    except TypeError:  # one naive, one aware
+        return None
+
+
+def _split_proportionally(total: int, weights: list[int]) -> list[int]:
+    """Integer shares of ``total`` proportional to ``weights`` that sum exactly to ``total``."""
+    weight_sum = sum(weights)
+    if not weights:
+        return []
+    if weight_sum <= 0:
+        weights, weight_sum = [1] * len(weights), len(weights)
+    exact = [total * w / weight_sum for w in weights]
+    shares = [int(x) for x in exact]
+    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - shares[i]), i))
+    for i in by_remainder[: total - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+class CallAssembler:
+    """Stateful assembler for one input file of one format (see module docstring)."""
+
+    def __init__(self, format: str) -> None:
+        self.format = format
+        self.is_transcript = format in TRANSCRIPT_FORMATS
+        self._lines: dict[int, _LineState] = {}
+        self._done_above_watermark: set[int] = set()
+        self.watermark = 0
+        self._calls: dict[tuple, _PendingCall] = {}
+        self._other_requests: dict[tuple, str] = {}
+        self._occurrences: Counter[str] = Counter()
+        self._client_info: dict[str, AgentInfo] = {}
+        self._server_info: dict[str, dict] = {}
+        self._turns: dict[tuple[str, str], _Turn] = {}
+        self._open_turn_by_chain: dict[str, _Turn] = {}
+
+    # -- public API ----------------------------------------------------------------------------
+
+    def feed(self, event: LineEvent) -> list[Output]:
+        """Consume one LineEvent; return what became final because of it, in order."""
+        out: list[Output] = []
+        if event.status != FRAME:
+            self._lines[event.line_no] = _LineState(open=False, reasons=[event.reason or event.status])
+            self._settle(event.line_no, out, status=event.status, raw=event.raw)
+            return out
+        self._lines[event.line_no] = state = _LineState()
+        for frame in event.frames:
+            try:
+                self._frame(frame, event.line_no, out)
+            except (TypeError, ValueError, RecursionError):  # never let one odd message stop an ingest
+                state.reasons.append("unprocessable_message")
+        state.open = False
+        self._settle(event.line_no, out)
+        return out
+
+    def finish(self) -> list[Output]:
+        """End of input: close open turns, emit unanswered requests, settle every line."""
+        out: list[Output] = []
+        for turn in list(self._turns.values()):
+            self._close_turn(turn, out)
+        for call in list(self._calls.values()):
+            self._emit(call, out)
+        for line_no in sorted(self._lines):  # defensive: nothing should be left
+            state = self._lines[line_no]
+            state.pending = 0
+            if not state.call_keys and not state.reasons:
+                state.reasons.append("unresolved")
+            self._settle(line_no, out)
+        return out
+
+    # -- lines ---------------------------------------------------------------------------------
+
+    def _settle(
+        self, line_no: int, out: list[Output], status: str | None = None, raw: bytes | None = None
+    ) -> None:
+        state = self._lines.get(line_no)
+        if state is None or state.open or state.pending > 0:
+            return
+        del self._lines[line_no]
+        if status is None:
+            status = CALL if state.call_keys else IGNORED
+        reason = None if status == CALL else (state.reasons[0] if state.reasons else "not_a_tool_call")
+        self._done_above_watermark.add(line_no)
+        while self.watermark + 1 in self._done_above_watermark:
+            self.watermark += 1
+            self._done_above_watermark.discard(self.watermark)
+        keys = tuple(dict.fromkeys(state.call_keys))
+        outcome = LineOutcome(line_no, status, reason, keys, raw, self.watermark)  # type: ignore[arg-type]
+        if state.context is not None:
+            outcome.session_key, outcome.agent = state.context
+        out.append(outcome)
+
+    def _note(self, line_no: int, reason: str) -> None:
+        self._lines[line_no].reasons.append(reason)
+
+    # -- frames --------------------------------------------------------------------------------
+
+    def _frame(self, frame: Frame, line_no: int, out: list[Output]) -> None:
+        if self.is_transcript and frame.chain is not None:
+            self._track_turn_chain(frame, out)
+        if frame.kind == "request":
+            self._request(frame, line_no, out)
+        elif frame.kind == "response":
+            self._response(frame, line_no, out)
+        elif frame.kind == "usage":
+            self._usage(frame, out)
+            self._note(line_no, "token_count" if self.format == "codex" else "not_a_tool_call")
+        elif frame.kind == "notification":
+            self._note(line_no, "notification")
+        else:
+            self._note(line_no, "meta")
+
+    def _pair_key(self, frame: Frame, direction: str) -> tuple:
+        message = frame.message or {}
+        return (frame.session_key, frame.conn_id, direction, canonical(message.get("id")))
+
+    def _request(self, frame: Frame, line_no: int, out: list[Output]) -> None:
+        message = frame.message or {}
+        method = message.get("method")
+        key = self._pair_key(frame, frame.direction)
+        params = message.get("params")
+        if method == "initialize":
+            agent = agent_from_client_info(
+                params.get("clientInfo") if isinstance(params, dict) else None, "initialize"
+            )
+            if agent is not None:
+                self._client_info[frame.session_key] = agent
+                self._lines[line_no].context = (frame.session_key, agent)
+            self._other_requests[key] = "initialize"
+            self._note(line_no, "session_context")
+            return
+        if method != "tools/call":
+            self._other_requests[key] = str(method)
+            if self.is_transcript:
+                self._register_in_turn(frame, None)
+            self._note(line_no, "not_a_tool_call")
+            return
+        if (
+            not isinstance(params, dict)
+            or not isinstance(params.get("name"), str)
+            or not isinstance(params.get("arguments", {}), dict)
+        ):
+            self._note(line_no, "invalid_tools_call")
+            return
+
+        existing = self._calls.get(key)
+        if existing is not None:
+            if self.is_transcript and existing.request.message == message:
+                # The same tool_use written twice: one call, formed by both lines.
+                existing.lines.append(line_no)
+                self._lines[line_no].pending += 1
+                return
+            # A proxy saw the id reused while still pending: the earlier request got no answer.
+            self._emit(existing, out)
+        call = _PendingCall(request=frame, lines=[line_no], dedupe_key=self._dedupe_key(frame))
+        self._calls[key] = call
+        self._lines[line_no].pending += 1
+        if self.is_transcript:
+            call.attributed = False
+            self._register_in_turn(frame, call)
+
+    def _response(self, frame: Frame, line_no: int, out: list[Output]) -> None:
+        opposite = "c2s" if frame.direction == "s2c" else "s2c"
+        key = self._pair_key(frame, opposite)
+        call = self._calls.get(key)
+        if call is not None and not call.responded:
+            call.response = frame
+            call.responded = True
+            call.lines.append(line_no)
+            self._lines[line_no].pending += 1
+            if call.attributed:
+                self._emit(call, out)
+            return
+        if call is not None:
+            self._note(line_no, "duplicate_response")
+            return
+        method = self._other_requests.pop(key, None)
+        if method == "initialize":
+            result = (frame.message or {}).get("result")
+            if isinstance(result, dict) and isinstance(result.get("serverInfo"), dict):
+                self._server_info[frame.session_key] = result["serverInfo"]
+            self._note(line_no, "session_context")
+        elif method is not None:
+            self._note(line_no, "not_a_tool_call")
+        else:
+            self._note(line_no, "tool_result_only" if self.is_transcript else "orphan_response")
+
+    # -- transcript turns ----------------------------------------------------------------------
+
+    def _turn_key(self, frame: Frame) -> tuple[str, str] | None:
+        if self.format == "codex":
+            return (frame.session_key, "codex")  # one open turn per session until its token_count
+        if frame.turn_id is None:
+            return None
+        return (frame.session_key, frame.turn_id)
+
+    def _track_turn_chain(self, frame: Frame, out: list[Output]) -> None:
+        """Claude Code: a line of the chain that is not a copy of the open message closes it."""
+        open_turn = self._open_turn_by_chain.get(frame.chain or "")
+        key = self._turn_key(frame) if frame.kind in ("request", "usage") else None
+        if open_turn is not None and open_turn.key != key:
+            self._close_turn(open_turn, out)
+        if key is not None:
+            turn = self._turns.setdefault(key, _Turn(key))
+            self._open_turn_by_chain[frame.chain or ""] = turn
+
+    def _register_in_turn(self, frame: Frame, call: _PendingCall | None) -> None:
+        key = self._turn_key(frame)
+        if key is None:
+            if call is not None:
+                call.attributed = True
+            return
+        turn = self._turns.setdefault(key, _Turn(key))
+        params = (frame.message or {}).get("params") or {}
+        call_id = frame.client_call_id or canonical((frame.message or {}).get("id"))
+        raw = (
+            frame.arguments_raw if frame.arguments_raw is not None else canonical(params.get("arguments", {}))
+        )
+        turn.weights[call_id] = len(utf8(raw))
+        if call is not None:
+            turn.calls.append(call)
+
+    def _usage(self, frame: Frame, out: list[Output]) -> None:
+        key = self._turn_key(frame)
+        if key is None:
+            return
+        turn = self._turns.setdefault(key, _Turn(key))
+        turn.output_tokens = frame.output_tokens  # a later copy of the same message wins
+        if self.format == "codex":
+            self._close_turn(turn, out)
+
+    def _close_turn(self, turn: _Turn, out: list[Output]) -> None:
+        if self._turns.get(turn.key) is turn:
+            del self._turns[turn.key]
+        for chain, open_turn in list(self._open_turn_by_chain.items()):
+            if open_turn is turn:
+                del self._open_turn_by_chain[chain]
+        ids = list(turn.weights)
+        shares = (
+            dict(
+                zip(
+                    ids,
+                    _split_proportionally(turn.output_tokens, [turn.weights[i] for i in ids]),
+                    strict=True,
+                )
+            )
+            if turn.output_tokens is not None
+            else {}
+        )
+        for call in turn.calls:
+            call.attributed = True
+            call.turn_output_tokens = turn.output_tokens
+            call.turn_tool_calls = len(ids)
+            call.output_tokens = shares.get(call.request.client_call_id or "")
+            if call.responded:
+                self._emit(call, out)
+
+    # -- calls ---------------------------------------------------------------------------------
+
+    def _dedupe_key(self, frame: Frame) -> str:
+        message = frame.message or {}
+        if self.is_transcript:
+            identity: list[Any] = ["transcript", frame.session_key, frame.client_call_id]
+        else:
+            request_sha = sha256_hex(utf8(canonical(message)))
+            base = ["proxy", frame.session_key, frame.conn_id, message.get("id"), request_sha]
+            occurrence = self._occurrences[canonical(base)]
+            self._occurrences[canonical(base)] += 1
+            identity = [*base, occurrence]
+        return sha256_hex(utf8(canonical(identity)))
+
+    def _agent(self, frame: Frame, meta: dict | None) -> AgentInfo | None:
+        if frame.session_key in self._client_info:
+            return self._client_info[frame.session_key]
+        if meta is not None:
+            agent = agent_from_client_info(meta.get(CLIENT_INFO_META_KEY), "meta")
+            if agent is not None:
+                return agent
+        return frame.agent
+
+    def _emit(self, call: _PendingCall, out: list[Output]) -> None:
+        request = call.request
+        key = self._pair_key(request, request.direction)
+        if self._calls.get(key) is call:
+            del self._calls[key]
+        for turn in self._turns.values():  # an unanswered call must not be emitted twice
+            if call in turn.calls:
+                turn.calls.remove(call)
+        params = (request.message or {}).get("params") or {}
+        arguments = params.get("arguments") or {}
+        meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
+        if self.format == "codex" and request.arguments_raw is not None:
+            argument_bytes = utf8(request.arguments_raw)
+            arguments_raw: str | None = request.arguments_raw
+        else:
+            argument_bytes = utf8(canonical(arguments))
+            arguments_raw = None
+        response = call.response.message if call.response is not None else None
+        result = response.get("result") if isinstance(response, dict) else None
+        result = result if isinstance(result, dict) else None
+        error = response.get("error") if isinstance(response, dict) else None
+        is_error = None
+        if result is not None:
+            is_error = result["isError"] if isinstance(result.get("isError"), bool) else False
+        tool_use_id = meta.get(TOOL_USE_ID_META_KEY) if meta is not None else None
+        if self.format == "claude-code":
+            tool_use_id = request.client_call_id
+        response_ts = call.response.ts if call.response is not None else None
+        observed = ObservedCall(
+            format=self.format,
+            session_key=request.session_key,
+            server_label=request.server_label,
+            conn_id=request.conn_id,
+            jsonrpc_id=(request.message or {}).get("id"),
+            client_call_id=request.client_call_id,
+            tool=params["name"],
+            arguments=arguments,
+            arguments_raw_bytes=len(argument_bytes),
+            arguments_sha256=sha256_hex(argument_bytes),
+            meta=meta,
+            request_ts=request.ts,
+            response_ts=response_ts,
+            duration_ms=_duration_ms(request.ts, response_ts),
+            result=result,
+            is_error=is_error,
+            jsonrpc_error=error if isinstance(error, dict) else None,
+            agent=self._agent(request, meta),
+            output_tokens=call.output_tokens,
+            line_numbers=tuple(sorted(set(call.lines))),
+            dedupe_key=call.dedupe_key,
+            claudecode_tool_use_id=tool_use_id if isinstance(tool_use_id, str) else None,
+            arguments_raw=arguments_raw,
+            turn_output_tokens=call.turn_output_tokens,
+            turn_tool_calls=call.turn_tool_calls,
+            transport=request.transport,
+            capture_truncated=request.capture_truncated,
+            truncated_pointers=request.truncated_pointers,
+            redacted=request.redacted,
+            server_info=self._server_info.get(request.session_key),
+            unanswered=not call.responded,
+        )
+        out.append(observed)
+        for line_no in call.lines:
+            state = self._lines.get(line_no)
+            if state is None:
+                continue
+            state.call_keys.append(call.dedupe_key)
+            state.pending -= 1
+            self._settle(line_no, out)
+
+
+@dataclass
+class Tally:
+    """Counts of what ``assemble`` yielded, and the check that every line was accounted for.
+
+    ``complete`` holds when the outcomes are exactly lines 1..read, each once: the final
+    watermark equals the number of outcomes (so no line is missing, none counted twice).
+    """
+
+    read: int = 0
+    call_lines: int = 0
+    ignored: int = 0
+    quarantined: int = 0
+    calls: int = 0
+    watermark: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def observe(self, item: Output) -> None:
+        if isinstance(item, ObservedCall):
+            self.calls += 1
+            return
+        self.read += 1
+        self.watermark = max(self.watermark, item.watermark)
+        if item.status == CALL:
+            self.call_lines += 1
+        elif item.status == IGNORED:
+            self.ignored += 1
+            self.reasons[f"ignored:{item.reason}"] += 1
+        else:
+            self.quarantined += 1
+            self.reasons[f"quarantined:{item.reason}"] += 1
+
+    @property
+    def complete(self) -> bool:
+        return self.watermark == self.read == self.call_lines + self.ignored + self.quarantined
+
+
+def assemble(
+    events: Iterable[LineEvent], format: str, *, skip_through_line: int = 0, finish: bool = True
+) -> Iterator[Output]:
+    """Run a CallAssembler over ``events``; see the module docstring for ``skip_through_line``.
+
+    ``finish=False`` leaves the input open (a tailed file that will grow): requests still waiting
+    for their response, and their lines, are not yielded yet.
+    """
+    assembler = CallAssembler(format)
+
+    def keep(item: Output) -> bool:
+        if skip_through_line <= 0:
+            return True
+        if isinstance(item, LineOutcome):
+            return item.line_no > skip_through_line
+        return min(item.line_numbers) > skip_through_line
+
+    for event in events:
+        for item in assembler.feed(event):
+            if keep(item):
+                yield item
+    if finish:
+        for item in assembler.finish():
+            if keep(item):
+                yield item

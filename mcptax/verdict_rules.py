@@ -1,0 +1,574 @@
+"""Fidelity verdicts for bulk tool arguments (docs/definitions.md), as pure functions.
+
+A verdict says how the copy an agent sent (*arrived*) relates to what it should have sent
+(*expected*). The exact definitions used here, for strings ``a`` (arrived) and ``e``
+(expected), with ``T`` the line terminators ``"\\r\\n"`` and ``"\\n"``:
+
+``exact``
+    The sha256 values agree (UTF-8 bytes for strings, canonical JSON for arrays). This is byte
+    equality whatever the JSON type: a string holding an array's canonical JSON is exact.
+``newline_only``
+    One is the other plus one final line terminator: ``a == e + t`` or ``e == a + t`` for
+    ``t`` in ``T``. Equivalently: equal after removing at most one trailing terminator from one
+    side. (``"x\\n"`` against ``"x\\r\\n"`` is *not* newline_only: that is a line-ending change.)
+``line_endings``
+    Not newline_only, but after CRLF→LF in both they are equal or newline_only. So every
+    difference is in the line terminators: their style, plus possibly the presence of the
+    final one. A lone ``"\\r"`` (classic Mac) is not treated as a line ending.
+``whitespace_only``
+    Equal after collapsing every run of whitespace (``str.split`` semantics, Unicode aware) to
+    one space and stripping both ends. Inserting whitespace between two non-space characters
+    (``"ab"`` → ``"a b"``) is therefore not whitespace_only.
+``truncated``
+    ``a`` is a strict prefix of ``e`` — or ``a`` minus one final terminator is, since an
+    agent that stops early often still closes its last line. ``kept_bytes`` is the length of
+    that prefix. A prefix whose missing rest is only whitespace gets an earlier verdict
+    (newline_only / whitespace_only) by precedence. Arrays are never ``truncated``.
+``elements_dropped``
+    Arrays: ``a`` has fewer elements and is a subsequence (a prefix being the usual case) of
+    ``e``, elements compared by canonical JSON.
+``mutated``
+    Both contents known and none of the above. ``first_diff_offset`` is the UTF-8 byte offset
+    of the first differing character (canonical JSON for arrays) and ``similarity`` an estimate
+    in 0..1, see :func:`similarity`.
+``mismatch``
+    The hashes differ, one side's content is unknown and no cheap hypothesis explains it.
+``unverifiable``
+    No expected hash.
+``capture_truncated``
+    The log's own copy was cut; wins over everything (never the agent's fault).
+
+Precedence: exact, newline_only, line_endings, whitespace_only, truncated, elements_dropped,
+mutated, mismatch — the first that holds wins.
+
+When only hashes are known on one side, :func:`judge` tests cheap hypotheses instead of
+comparing content: it transforms the known text (final newline added/removed, CRLF↔LF, the
+two combined; and when the expected content is known but the arrived one is hash-only, also
+the byte prefix of length ``arrived_bytes`` and the element prefix of matching canonical
+size) and compares hashes. A hit gives the same verdict a content comparison would give, and
+names the hypothesis in ``Verdict.hypothesis``.
+
+Strings are encoded as UTF-8 with ``surrogatepass`` so a lone surrogate that came out of a
+JSON ``\\ud800`` escape still hashes instead of raising.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+from difflib import SequenceMatcher
+from typing import Any
+
+# canonical/utf8/sha256_hex are the same definitions the parsers hash with; re-exported here.
+from mcptax.formats.records import canonical, sha256_hex, utf8
+
+EXACT = "exact"
+NEWLINE_ONLY = "newline_only"
+LINE_ENDINGS = "line_endings"
+WHITESPACE_ONLY = "whitespace_only"
+TRUNCATED = "truncated"
+ELEMENTS_DROPPED = "elements_dropped"
+MUTATED = "mutated"
+MISMATCH = "mismatch"
+UNVERIFIABLE = "unverifiable"
+CAPTURE_TRUNCATED = "capture_truncated"
+# Never produced by judge(): the ingest layer counts reference calls under this name.
+BY_REFERENCE = "by_reference"
+
+# Precedence of the comparison verdicts (docs/definitions.md): the first that holds wins.
+PRECEDENCE: tuple[str, ...] = (
+    EXACT,
+    NEWLINE_ONLY,
+    LINE_ENDINGS,
+    WHITESPACE_ONLY,
+    TRUNCATED,
+    ELEMENTS_DROPPED,
+    MUTATED,
+    MISMATCH,
+)
+VERDICTS: tuple[str, ...] = (*PRECEDENCE, UNVERIFIABLE, CAPTURE_TRUNCATED)
+
+# How bad each verdict is, for colouring and alerting: cosmetic copies still work for most
+# consumers, damaged ones lost or changed content, unknown ones cannot be blamed on the agent.
+SEVERITY: dict[str, str] = {
+    EXACT: "ok",
+    BY_REFERENCE: "ok",
+    NEWLINE_ONLY: "cosmetic",
+    LINE_ENDINGS: "cosmetic",
+    WHITESPACE_ONLY: "cosmetic",
+    TRUNCATED: "damaged",
+    ELEMENTS_DROPPED: "damaged",
+    MUTATED: "damaged",
+    MISMATCH: "damaged",
+    UNVERIFIABLE: "unknown",
+    CAPTURE_TRUNCATED: "unknown",
+}
+
+# Below this many characters on both sides the changed middle is compared with difflib
+# (Ratcliff/Obershelp, worst case about 0.1 s at this size); above it a linear estimate is used.
+EXACT_SIMILARITY_MAX_CHARS = 1000
+
+_TERMINATORS = ("\r\n", "\n")
+_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
+
+
+@dataclass
+class Verdict:
+    """The verdict for one bulk argument and the evidence behind it.
+
+    Evidence fields are ``None`` where they do not apply. ``expected_source`` is left for the
+    caller to fill (e.g. ``"caller_sha256"``, ``"reference_doc"``).
+    """
+
+    verdict: str
+    arrived_bytes: int
+    expected_bytes: int | None = None
+    expected_source: str | None = None
+    kept_bytes: int | None = None
+    expected_elements: int | None = None
+    arrived_elements: int | None = None
+    first_diff_offset: int | None = None
+    first_diff_element: int | None = None
+    similarity: float | None = None
+    hypothesis: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def verdict_counts_order() -> tuple[str, ...]:
+    """Every verdict name in display order for count tables (precedence, then the rest)."""
+    return (*VERDICTS, BY_REFERENCE)
+
+
+def severity(verdict: str) -> str:
+    """``ok``, ``cosmetic``, ``damaged`` or ``unknown`` for a verdict name."""
+    return SEVERITY[verdict]
+
+
+def content_bytes(value: str | list) -> bytes:
+    """The bytes a bulk value is hashed over: UTF-8 for a string, canonical JSON for an array."""
+    if isinstance(value, str):
+        return utf8(value)
+    if isinstance(value, list):
+        return utf8(canonical(value))
+    raise TypeError(f"a bulk value is a str or a list, not {type(value).__name__}")
+
+
+def content_sha256(value: str | list) -> str:
+    return sha256_hex(content_bytes(value))
+
+
+# --- string relations --------------------------------------------------------------------
+
+
+def _without_final_newline(text: str) -> list[str]:
+    """``text`` minus a final ``\n`` and minus a final ``\r\n``, longest first.
+
+    Both, because ``"x\r\n"`` is ``"x\r"`` plus ``"\n"`` as much as ``"x"`` plus ``"\r\n"``.
+    """
+    return [text[: -len(t)] for t in reversed(_TERMINATORS) if text.endswith(t)]
+
+
+def _lf(text: str) -> str:
+    return text.replace("\r\n", "\n")
+
+
+def _crlf(text: str) -> str:
+    return _lf(text).replace("\n", "\r\n")
+
+
+def _collapse_whitespace(text: str) -> str:
+    return " ".join(text.split())
+
+
+def is_newline_only(a: str, b: str) -> bool:
+    """True when one string is the other plus a single final ``\\n`` or ``\\r\\n``."""
+    if len(a) == len(b):
+        return False
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return any(longer == shorter + t for t in _TERMINATORS)
+
+
+def is_line_endings(a: str, b: str) -> bool:
+    """True when the strings differ only in line terminators (and are not newline_only)."""
+    if a == b or is_newline_only(a, b):
+        return False
+    la, lb = _lf(a), _lf(b)
+    return la == lb or is_newline_only(la, lb)
+
+
+def is_whitespace_only(a: str, b: str) -> bool:
+    return a != b and _collapse_whitespace(a) == _collapse_whitespace(b)
+
+
+def truncated_prefix(arrived: str, expected: str) -> str | None:
+    """The part of ``arrived`` that is a strict prefix of ``expected``, if it is truncated."""
+    for prefix in [arrived, *_without_final_newline(arrived)]:
+        if len(prefix) < len(expected) and expected.startswith(prefix):
+            return prefix
+    return None
+
+
+def common_prefix_length(a: str, b: str) -> int:
+    """Length in characters of the longest common prefix.
+
+    Binary search over slice comparisons: each comparison is a C memcmp, so 1 MB strings cost
+    about 20 linear passes instead of a million Python-level steps.
+    """
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == b[:mid]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def common_suffix_length(a: str, b: str, limit: int | None = None) -> int:
+    """Length of the longest common suffix, at most ``limit`` (to keep it off a shared prefix)."""
+    high = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
+    low = 0
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def first_diff_offset(a: str, b: str) -> int | None:
+    """UTF-8 byte offset of the first differing character, ``None`` when equal.
+
+    When one string is a prefix of the other the offset is the shorter one's length.
+    """
+    if a == b:
+        return None
+    return len(utf8(a[: common_prefix_length(a, b)]))
+
+
+def similarity(a: str, b: str) -> float:
+    """An estimate of ``difflib.SequenceMatcher(None, a, b).ratio()`` with bounded cost.
+
+    ``2 * M / (len(a) + len(b))`` where ``M`` counts matching characters: the common prefix,
+    the common suffix, and in the changed middle either difflib's matching blocks (when both
+    middles are at most :data:`EXACT_SIMILARITY_MAX_CHARS` characters) or, for larger middles,
+    the characters of word/space/punctuation tokens the two middles share as a multiset. The
+    multiset part ignores order (like ``quick_ratio``), so it can overestimate for reordered
+    text; it is linear in the input, so a 1 MB copy costs milliseconds.
+    """
+    total = len(a) + len(b)
+    if total == 0:
+        return 1.0
+    prefix = common_prefix_length(a, b)
+    suffix = common_suffix_length(a, b, limit=min(len(a), len(b)) - prefix)
+    middle_a = a[prefix : len(a) - suffix]
+    middle_b = b[prefix : len(b) - suffix]
+    if not middle_a or not middle_b:
+        matched_middle = 0
+    elif len(middle_a) <= EXACT_SIMILARITY_MAX_CHARS and len(middle_b) <= EXACT_SIMILARITY_MAX_CHARS:
+        matcher = SequenceMatcher(None, middle_a, middle_b, autojunk=False)
+        matched_middle = sum(block.size for block in matcher.get_matching_blocks())
+    else:
+        shared = Counter(_TOKEN_RE.findall(middle_a)) & Counter(_TOKEN_RE.findall(middle_b))
+        matched_middle = sum(len(token) * count for token, count in shared.items())
+    return min(1.0, 2.0 * (prefix + suffix + matched_middle) / total)
+
+
+# --- hash hypotheses ---------------------------------------------------------------------
+
+# Each hypothesis is named by what the *copy* did to the expected text. Generating from the
+# expected side applies that change; generating from the arrived side applies its inverse.
+_EOL_CHANGES: tuple[tuple[str, Callable[[str], str], Callable[[str], str]], ...] = (
+    # (name, forward on expected, inverse on arrived)
+    ("crlf_to_lf", _lf, _crlf),
+    ("lf_to_crlf", _crlf, _lf),
+)
+
+
+def _newline_changes(from_arrived: bool) -> list[tuple[str, Callable[[str], list[str]]]]:
+    def add(text: str) -> list[str]:
+        return [text + t for t in reversed(_TERMINATORS)]
+
+    # The copy added a newline, so from the arrived side the expected text is one without it.
+    if from_arrived:
+        return [("final_newline_added", _without_final_newline), ("final_newline_removed", add)]
+    return [("final_newline_added", add), ("final_newline_removed", _without_final_newline)]
+
+
+def text_hypotheses(text: str, *, from_arrived: bool) -> Iterator[tuple[str, str]]:
+    """Yield ``(hypothesis, candidate_text)`` for the cheap copy-damage hypotheses.
+
+    With ``from_arrived`` the candidates are possible *expected* texts given the arrived one,
+    otherwise possible *arrived* texts given the expected one: final newline added or removed,
+    CRLF→LF, LF→CRLF, and each line-ending change combined with a final-newline change. At most
+    14 candidates, each one linear pass. Newline-only ones come first; candidates equal to
+    ``text`` or to an earlier one are skipped.
+    """
+    seen = {text}
+    newline_changes = _newline_changes(from_arrived)
+    bases: list[tuple[str | None, str]] = [(None, text)]
+    for name, forward, inverse in _EOL_CHANGES:
+        bases.append((name, inverse(text) if from_arrived else forward(text)))
+    for eol_name, base in bases:
+        steps: list[tuple[str | None, str]] = [(None, base)]
+        steps += [(name, candidate) for name, change in newline_changes for candidate in change(base)]
+        for newline_name, candidate in steps:
+            if candidate in seen:
+                continue
+            seen.add(candidate)
+            yield "+".join(part for part in (eol_name, newline_name) if part), candidate
+
+
+def _expected_from_hypotheses(arrived: str | list, expected_sha256: str) -> tuple[str, str] | None:
+    """``(hypothesis, expected_text)`` when a cheap hypothesis on ``arrived`` hits the hash."""
+    if not isinstance(arrived, str):
+        return None
+    for name, candidate in text_hypotheses(arrived, from_arrived=True):
+        if sha256_hex(utf8(candidate)) == expected_sha256:
+            return name, candidate
+    return None
+
+
+def _element_prefix_count(expected: list, arrived_bytes: int) -> int | None:
+    """The k < len(expected) whose canonical ``expected[:k]`` is ``arrived_bytes`` long, if any."""
+    # "[" + elements joined by "," + "]" grows strictly with k, so at most one k fits.
+    if arrived_bytes == 2:
+        return 0
+    size = 1
+    for count, element in enumerate(expected[:-1], start=1):
+        size += len(utf8(canonical(element))) + (1 if count > 1 else 0)
+        if size + 1 >= arrived_bytes:
+            return count if size + 1 == arrived_bytes else None
+    return None
+
+
+def _arrived_from_hypotheses(
+    expected: str | list, arrived_sha256: str, arrived_bytes: int
+) -> tuple[str, str | list] | None:
+    """``(hypothesis, arrived_content)`` when a cheap hypothesis on ``expected`` hits the hash."""
+    if isinstance(expected, list):
+        count = _element_prefix_count(expected, arrived_bytes)
+        if count is not None and content_sha256(expected[:count]) == arrived_sha256:
+            return "element_prefix", expected[:count]
+        return None
+    for name, candidate in text_hypotheses(expected, from_arrived=False):
+        if sha256_hex(utf8(candidate)) == arrived_sha256:
+            return name, candidate
+    expected_raw = utf8(expected)
+    if arrived_bytes >= len(expected_raw):
+        return None
+    # A plain byte prefix, or one whose last line the agent closed after stopping early.
+    tries = [("prefix", expected_raw[:arrived_bytes])]
+    for terminator in _TERMINATORS:
+        kept = arrived_bytes - len(terminator)
+        if kept >= 0:
+            tries.append(("prefix+final_newline_added", expected_raw[:kept] + terminator.encode()))
+    for name, candidate_raw in tries:
+        if sha256_hex(candidate_raw) == arrived_sha256:
+            # The arrived hash is over valid UTF-8, so a hit decodes.
+            return name, candidate_raw.decode("utf-8", "surrogatepass")
+    return None
+
+
+# --- content comparison ------------------------------------------------------------------
+
+
+def _judge_strings(arrived: str, expected: str, arrived_bytes: int, expected_bytes: int) -> Verdict:
+    base = {
+        "arrived_bytes": arrived_bytes,
+        "expected_bytes": expected_bytes,
+        "first_diff_offset": first_diff_offset(arrived, expected),
+    }
+    if is_newline_only(arrived, expected):
+        return Verdict(NEWLINE_ONLY, **base)
+    if is_line_endings(arrived, expected):
+        return Verdict(LINE_ENDINGS, **base)
+    if is_whitespace_only(arrived, expected):
+        return Verdict(WHITESPACE_ONLY, **base)
+    prefix = truncated_prefix(arrived, expected)
+    if prefix is not None:
+        return Verdict(TRUNCATED, **base, kept_bytes=len(utf8(prefix)))
+    return Verdict(MUTATED, **base, similarity=round(similarity(arrived, expected), 6))
+
+
+def _is_subsequence(short: list[str], long: list[str]) -> bool:
+    remaining = iter(long)
+    return all(any(item == other for other in remaining) for item in short)
+
+
+def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_bytes: int) -> Verdict:
+    arrived_items = [canonical(item) for item in arrived]
+    expected_items = [canonical(item) for item in expected]
+    # The offset is into the canonical JSON text, so diff_context can show it like a string.
+    arrived_text, expected_text = canonical(arrived), canonical(expected)
+    first_element = next(
+        (i for i, (x, y) in enumerate(zip(arrived_items, expected_items, strict=False)) if x != y),
+        min(len(arrived_items), len(expected_items)),
+    )
+    base = {
+        "arrived_bytes": arrived_bytes,
+        "expected_bytes": expected_bytes,
+        "expected_elements": len(expected),
+        "arrived_elements": len(arrived),
+        "first_diff_element": first_element,
+        "first_diff_offset": first_diff_offset(arrived_text, expected_text),
+    }
+    if len(arrived_items) < len(expected_items) and _is_subsequence(arrived_items, expected_items):
+        return Verdict(ELEMENTS_DROPPED, **base)
+    return Verdict(MUTATED, **base, similarity=round(similarity(arrived_text, expected_text), 6))
+
+
+def _as_text(value: str | list) -> str:
+    return value if isinstance(value, str) else canonical(value)
+
+
+def judge(
+    arrived: str | list | None,
+    *,
+    arrived_sha256: str,
+    arrived_bytes: int,
+    expected_sha256: str | None,
+    expected: str | list | None,
+    capture_truncated: bool = False,
+) -> Verdict:
+    """The fidelity verdict for one bulk argument (see the module docstring for definitions).
+
+    ``arrived`` is ``None`` when the log kept only a digest; ``expected`` is ``None`` when no
+    content is known under the expected hash. When ``expected`` is given without a hash its
+    hash is computed. Raises ``ValueError`` when a given content does not hash to the given
+    sha256 (or byte count): that is a caller bug, and a wrong verdict would be worse.
+    """
+    if capture_truncated:
+        return Verdict(CAPTURE_TRUNCATED, arrived_bytes=arrived_bytes)
+
+    if arrived is not None:
+        raw = content_bytes(arrived)
+        if sha256_hex(raw) != arrived_sha256 or len(raw) != arrived_bytes:
+            raise ValueError("arrived content does not match arrived_sha256/arrived_bytes")
+    expected_bytes: int | None = None
+    if expected is not None:
+        raw = content_bytes(expected)
+        expected_bytes = len(raw)
+        computed = sha256_hex(raw)
+        if expected_sha256 is None:
+            expected_sha256 = computed
+        elif computed != expected_sha256:
+            raise ValueError("expected content does not match expected_sha256")
+
+    if expected_sha256 is None:
+        return Verdict(UNVERIFIABLE, arrived_bytes=arrived_bytes)
+    if arrived_sha256 == expected_sha256:
+        return Verdict(EXACT, arrived_bytes=arrived_bytes, expected_bytes=arrived_bytes)
+
+    # With one side known only by hash, a cheap hypothesis that reproduces the hash recovers
+    # that side's content exactly, so the content comparison below still decides the verdict.
+    hypothesis: str | None = None
+    if expected is None:
+        hit = _expected_from_hypotheses(arrived, expected_sha256) if arrived is not None else None
+        if hit is None:
+            return Verdict(MISMATCH, arrived_bytes=arrived_bytes)
+        hypothesis, expected = hit
+        expected_bytes = len(content_bytes(expected))
+    elif arrived is None:
+        hit = _arrived_from_hypotheses(expected, arrived_sha256, arrived_bytes)
+        if hit is None:
+            return Verdict(
+                MISMATCH,
+                arrived_bytes=arrived_bytes,
+                expected_bytes=expected_bytes,
+                expected_elements=len(expected) if isinstance(expected, list) else None,
+            )
+        hypothesis, arrived = hit
+
+    assert expected is not None and expected_bytes is not None
+    verdict = _compare(arrived, expected, arrived_bytes, expected_bytes)
+    verdict.hypothesis = hypothesis
+    return verdict
+
+
+def _compare(arrived: str | list, expected: str | list, arrived_bytes: int, expected_bytes: int) -> Verdict:
+    if isinstance(arrived, str) and isinstance(expected, str):
+        return _judge_strings(arrived, expected, arrived_bytes, expected_bytes)
+    if isinstance(arrived, list) and isinstance(expected, list):
+        return _judge_lists(arrived, expected, arrived_bytes, expected_bytes)
+    # A string where an array was expected or the reverse: compare the texts that were hashed.
+    arrived_text, expected_text = _as_text(arrived), _as_text(expected)
+    return Verdict(
+        MUTATED,
+        arrived_bytes=arrived_bytes,
+        expected_bytes=expected_bytes,
+        first_diff_offset=first_diff_offset(arrived_text, expected_text),
+        similarity=round(similarity(arrived_text, expected_text), 6),
+    )
+
+
+# --- drill-down --------------------------------------------------------------------------
+
+_VISIBLE = {
+    "\n": "↵\n",  # keep the real newline so a <pre> block keeps its line layout
+    "\r": "␍",
+    "\t": "→",
+    "\u00a0": "⍽",
+    "\u200b": "⟨ZWSP⟩",
+    "\u200c": "⟨ZWNJ⟩",
+    "\u200d": "⟨ZWJ⟩",
+    "\u2028": "⟨LS⟩",
+    "\u2029": "⟨PS⟩",
+    "\ufeff": "⟨BOM⟩",
+    "\x7f": "␡",
+}
+
+
+def show_invisible(text: str) -> str:
+    """``text`` with line endings, tabs, control and zero-width characters made visible."""
+    out = []
+    for char in text:
+        if char in _VISIBLE:
+            out.append(_VISIBLE[char])
+        elif ord(char) < 0x20:
+            out.append(chr(0x2400 + ord(char)))  # the Unicode "control pictures" block
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def _char_index(text: str, byte_offset: int) -> int:
+    """The index of the character that contains ``byte_offset`` of ``utf8(text)``."""
+    raw = utf8(text)
+    byte_offset = max(0, min(byte_offset, len(raw)))
+    # Step back over UTF-8 continuation bytes (0b10xxxxxx) to the start of the character.
+    while byte_offset < len(raw) and byte_offset > 0 and raw[byte_offset] & 0xC0 == 0x80:
+        byte_offset -= 1
+    return len(raw[:byte_offset].decode("utf-8", "surrogatepass"))
+
+
+def diff_context(arrived: str, expected: str, offset: int, radius: int = 80) -> dict[str, Any]:
+    """Text around byte ``offset`` of both sides, with invisible characters made visible.
+
+    For the drill-down page; pass canonical JSON for arrays. ``offset`` is a UTF-8 byte offset
+    (``Verdict.first_diff_offset``); an offset inside a character snaps to its start. Returns
+    ``{"offset", "radius", "expected": side, "arrived": side}`` where each side is
+    ``{"char_offset", "before", "after", "more_before", "more_after", "at_end"}``: ``before`` and
+    ``after`` are the ``radius`` characters either side (made visible), the ``more_*`` flags say
+    whether text was cut off there, and ``at_end`` whether the text ends at ``offset`` (which is
+    what a missing final newline or a truncation looks like).
+    """
+
+    def side(text: str) -> dict[str, Any]:
+        index = _char_index(text, offset)
+        start, end = max(0, index - radius), min(len(text), index + radius)
+        return {
+            "char_offset": index,
+            "before": show_invisible(text[start:index]),
+            "after": show_invisible(text[index:end]),
+            "more_before": start > 0,
+            "more_after": end < len(text),
+            "at_end": index >= len(text),
+        }
+
+    return {"offset": offset, "radius": radius, "expected": side(expected), "arrived": side(arrived)}
