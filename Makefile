@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test install lint format bench clean
+.PHONY: run test test-fast install lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,13 +24,21 @@ run: $(STAMP)
 test: $(STAMP)
 	bash scripts/test.sh
 
+# The inner loop: SQLite only, no browser, no slow end-to-end tests, no lint.
+test-fast: $(STAMP)
+	env -u DATABASE_URL -u REDIS_URL VAR_DIR="$(CURDIR)/var/test-fast" \
+		$(BIN)/python -m pytest -m "not services and not browser and not slow" -q $(ARGS)
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/djade --target-version 5.2 --check $$(find templates -name '*.html')
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
+	$(BIN)/djade --target-version 5.2 $$(find templates -name '*.html')
 
 clean:
 	rm -rf var/db.sqlite3 var/broker var/celerybeat-schedule*

@@ -14,14 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import IN_CI, need
+
 ROOT = Path(__file__).resolve().parent.parent
-IN_CI = os.environ.get("CI", "").lower() == "true"
-
-
-def need_service(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"CI=true and a required service is missing: {reason}")
-    pytest.skip(reason)
+need_service = need  # the one skip rule: skip locally, fail when CI=true
+__all__ = ["IN_CI", "need_service"]
 
 
 @pytest.fixture
@@ -34,7 +31,7 @@ def user_factory(db, django_user_model):
 
 @pytest.fixture
 def team_factory(db):
-    from dashboard.models import Membership, Team
+    from dashboard.teams.models import Membership, Team
 
     def make(name: str, *members, role: str = Membership.Role.OWNER) -> Team:
         team = Team.objects.create(name=name)
@@ -221,7 +218,7 @@ def envelope_log():
 @pytest.fixture
 def team_token(team):
     """A live API token of `team`: (row, plaintext)."""
-    from dashboard.models import ApiToken
+    from dashboard.teams.models import ApiToken
 
     return ApiToken.issue(team, "tests")
 

@@ -1,0 +1,212 @@
+"""The shape of the code, checked: module size, a Django-free core, no import cycles between
+sub-packages, every test asserting something, and the README's layout matching the tree."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from collections import defaultdict
+from graphlib import CycleError, TopologicalSorter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("mcptax", "dashboard", "ingest", "config")
+MAX_MODULE_LINES = 500
+WEB_FRAMEWORKS = ("django", "celery", "kombu", "ninja", "django_htmx", "template_partials")
+
+
+def python_files(*tops: str) -> list[Path]:
+    files: list[Path] = []
+    for top in tops:
+        files += [p for p in (ROOT / top).rglob("*.py") if "migrations" not in p.parts]
+    return sorted(files)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def imported_modules(path: Path, known: set[str]) -> set[str]:
+    """Project modules `path` imports at run time (lazy imports included, type-only ones not)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_lines(tree)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                candidate = f"{node.module}.{alias.name}"
+                out.add(candidate if candidate in known else node.module)
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def unit_of(module: str) -> str:
+    """The sub-package a module belongs to (`dashboard.servers`, `mcptax.formats`), or the module
+    itself when it sits at an app's top level (`dashboard.models`, `mcptax.tokens`)."""
+    parts = module.split(".")
+    if len(parts) >= 2 and (ROOT / parts[0] / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return ".".join(parts[:2]) if len(parts) >= 2 else module
+
+
+def test_no_module_is_over_500_lines():
+    too_long = {
+        str(p.relative_to(ROOT)): n
+        for p in python_files(*PACKAGES, "tests", "scripts", "examples")
+        if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert too_long == {}, f"split these modules along their concerns: {too_long}"
+
+
+def test_core_package_imports_no_web_framework_statically():
+    offenders = []
+    for path in python_files("mcptax"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            names = [
+                n for n in names if n.split(".")[0] in (*WEB_FRAMEWORKS, "dashboard", "ingest", "config")
+            ]
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {n}" for n in names]
+    assert offenders == []
+
+
+def test_importing_every_core_module_loads_no_django():
+    modules = [module_name(p) for p in python_files("mcptax") if p.name != "__main__.py"]
+    code = (
+        "import importlib, sys\n"
+        f"for name in {modules!r}:\n"
+        "    importlib.import_module(name)\n"
+        f"loaded = sorted(m for m in sys.modules if m.split('.')[0] in {WEB_FRAMEWORKS!r})\n"
+        "print(','.join(loaded))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "", f"the core pulled in: {out.stdout.strip()}"
+
+
+def test_sub_packages_import_each_other_without_cycles():
+    files = python_files(*PACKAGES)
+    known = {module_name(p) for p in files}
+    graph: dict[str, set[str]] = defaultdict(set)
+    evidence: dict[tuple[str, str], str] = {}
+    for path in files:
+        source = module_name(path)
+        for target in imported_modules(path, known):
+            a, b = unit_of(source), unit_of(target)
+            if a != b:
+                graph[a].add(b)
+                evidence.setdefault((a, b), f"{source} -> {target}")
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        cycle = exc.args[1]
+        steps = [evidence.get((cycle[i + 1], cycle[i]), "?") for i in range(len(cycle) - 1)]
+        pytest.fail(f"import cycle between sub-packages: {' <- '.join(cycle)}\n" + "\n".join(steps))
+
+
+# -- every test asserts --------------------------------------------------------------------------
+
+ASSERTING_CALLS = {"raises", "warns", "fail", "expect", "approx"}
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {
+        node.name: node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+
+
+def _called_names(fn: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute):
+                names.add(func.attr)
+            elif isinstance(func, ast.Name):
+                names.add(func.id)
+    return names
+
+
+def _asserts_directly(fn: ast.AST) -> bool:
+    return any(isinstance(n, ast.Assert) for n in ast.walk(fn)) or bool(_called_names(fn) & ASSERTING_CALLS)
+
+
+def test_every_test_function_asserts():
+    """A test passes only by checking something: an `assert`, `pytest.raises`/`fail`, Playwright's
+    `expect`, or a call to a helper (in its module, a conftest or tests/helpers.py) that does."""
+    modules = {p: ast.parse(p.read_text()) for p in (ROOT / "tests").rglob("*.py")}
+    shared = {
+        name: fn
+        for p, tree in modules.items()
+        if p.name in ("conftest.py", "helpers.py", "factories.py")
+        for name, fn in _functions(tree).items()
+    }
+    silent = []
+    for path, tree in modules.items():
+        local = {**shared, **_functions(tree)}
+        asserting = {name for name, fn in local.items() if _asserts_directly(fn)}
+        changed = True
+        while changed:  # helpers that call asserting helpers assert too
+            changed = False
+            for name, fn in local.items():
+                if name not in asserting and _called_names(fn) & asserting:
+                    asserting.add(name)
+                    changed = True
+        for name in _functions(tree):
+            if name.startswith("test_") and name not in asserting:
+                silent.append(f"{path.relative_to(ROOT)}::{name}")
+    assert silent == [], f"these tests assert nothing: {silent}"
+
+
+# -- the README's layout section -------------------------------------------------------------------
+
+
+def _layout_section() -> str:
+    text = (ROOT / "README.md").read_text()
+    match = re.search(r"^## Layout\n(.*?)(?=^## )", text, re.S | re.M)
+    assert match, "README.md has no '## Layout' section"
+    return match.group(1)
+
+
+def test_readme_layout_names_only_paths_that_exist():
+    paths = re.findall(r"`([\w.-][\w./-]*/|[\w./-]+\.py)`", _layout_section())
+    assert paths, "the layout section names no paths"
+    missing = [p for p in paths if not (ROOT / p).exists()]
+    assert missing == [], f"README layout names paths that do not exist: {missing}"
+
+
+def test_readme_layout_names_every_sub_package():
+    section = _layout_section()
+    packages = sorted(
+        str(init.parent.relative_to(ROOT)) + "/"
+        for top in ("mcptax", "dashboard", "ingest")
+        for init in (ROOT / top).glob("*/__init__.py")
+        if init.parent.name not in ("migrations", "management", "templatetags")
+    )
+    unnamed = [p for p in packages if f"`{p}`" not in section]
+    assert unnamed == [], f"README layout does not describe: {unnamed}"
