@@ -5,6 +5,7 @@ COPY pyproject.toml README.md ./
 COPY config ./config
 COPY dashboard ./dashboard
 COPY ingest ./ingest
+COPY mcptax ./mcptax
 COPY examples ./examples
 COPY templates ./templates
 COPY static ./static

@@ -19,9 +19,11 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
-echo "== ruff"
+echo "== lint: ruff, djade (templates), mypy (django-stubs; strict on mcptax/)"
 $BIN/ruff check .
 $BIN/ruff format --check .
+$BIN/djade --target-version 5.2 --check $(find templates -name '*.html')
+$BIN/mypy
 
 services_up() {
   $BIN/python - "$PG_URL" "$REDIS" <<'PY'
