@@ -22,7 +22,7 @@ from django.utils import timezone
 from dashboard.servers.models import McpServer, ToolsDocument
 from dashboard.teams.models import Team
 from ingest.fidelity.models import FidelityDaily, SizeBucket
-from ingest.fidelity.rollups import BY_REFERENCE, JUDGED, NO_BULK
+from ingest.fidelity.rollups import BY_REFERENCE, COUNTS, JUDGED, NO_BULK
 from mcptax import verdict_rules as fidelity
 from mcptax.bulk import CONTENT_KEYS, REFERENCE_KEYS
 
@@ -48,18 +48,8 @@ def verdict_css(verdict: str) -> str:
 
 
 BUCKET_LABELS = {b.value: b.label for b in SizeBucket if b.value}
-SUMS = (
-    "calls",
-    "arguments",
-    "bytes",
-    "pasted_tokens",
-    "output_tokens",
-    "billed_tokens",
-    "reference_tokens",
-    "cost_usd",
-    "reference_cost_usd",
-    "server_errors",
-)
+# Every column a rollup row adds up: its counts and its money.
+SUMS = (*COUNTS, "cost_usd", "reference_cost_usd")
 
 
 def parse_period(raw: str | None) -> int:

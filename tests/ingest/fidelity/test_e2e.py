@@ -24,11 +24,12 @@ from ingest.capture.models import BulkArgument, IngestJob, ToolCall
 from ingest.fidelity import references
 from ingest.fidelity.models import FidelityDaily
 from ingest.fidelity.rollups import JUDGED
+from ingest.fidelity.selectors import totals as rollup_totals
 from mcptax import verdict_rules as fidelity
 from tests.conftest import ROOT
 from tests.helpers import compact, sha
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 PY = sys.executable
 CLIENT = Implementation(name="claude-code", version="2.0.14")
@@ -263,9 +264,9 @@ def assert_rollups(team) -> None:
     assert totals["errors"] == 2
     assert totals["bytes"] == sum(a.bytes for a in arguments)
     assert totals["tokens"] == sum(a.tokens for a in arguments) > 0
-    adoption = totals.reference_adoption(team)
+    adoption = rollup_totals.reference_adoption(team)
     assert adoption["reference_calls"] == 1 and adoption["calls"] == 9
-    agent_row = next(iter(totals.agent_table(team).values()))
+    agent_row = next(iter(rollup_totals.agent_table(team).values()))
     judged = sum(n for v, n in expected.items() if v in JUDGED)
     assert agent_row["exact_rate"] == round(100 * expected[fidelity.EXACT] / judged, 2)
 

@@ -44,6 +44,7 @@ def test_overview_panel_without_traffic_says_how_to_get_some(alice_client, team)
     assert "No captured agent traffic" in html and 'id="fidelity-agents"' in html
 
 
+@pytest.mark.slow  # polls both example servers through their release history
 def test_server_fragment_lists_paid_but_unused_tools(
     alice_client, team, polled_example_servers, captured_log
 ):
