@@ -334,7 +334,7 @@ def main() -> None:
     print(f"\n{'page':48} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'KB':>6}")
     for name, url, target in pages:
         if url is None:
-            from ingest.fidelity import selectors as reports
+            from ingest.fidelity.selectors import agents as reports
 
             times = []
             for _ in range(options.repeat):

@@ -181,3 +181,19 @@ def history_figure(
         },
     }
     return {"data": data, "layout": layout}
+
+
+def base_layout(*, xaxis: dict[str, Any], yaxis: dict[str, Any], height: int = 300) -> dict[str, Any]:
+    """The layout every chart of the app shares (white card, system font, legend on top); callers
+    add what is particular to their chart (hovermode, axis ranges)."""
+    return {
+        "height": height,
+        "margin": {"l": 64, "r": 20, "t": 30, "b": 50},
+        "paper_bgcolor": "#fff",
+        "plot_bgcolor": "#fff",
+        "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d2330"},
+        "showlegend": True,
+        "legend": {"orientation": "h", "x": 0, "y": 1.12},
+        "xaxis": xaxis,
+        "yaxis": yaxis,
+    }

@@ -151,7 +151,7 @@ def team_overview(request: HttpRequest, team_slug: str) -> HttpResponse:
     if request.htmx:
         stop = not ctx["in_flight"] and request.GET.get("refresh") == "1"
         return _render_region(request, "servers/overview.html#servers-region", ctx, stop_polling=stop)
-    from ingest.fidelity.selectors import overview_panel
+    from ingest.fidelity.selectors.agents import overview_panel
 
     ctx["fidelity"] = overview_panel(team)
     ctx["worker"] = WorkerHeartbeat.status()
@@ -217,7 +217,7 @@ def server_detail(request: HttpRequest, team_slug: str, code) -> HttpResponse:
     if target in ("chart-region", "tools-region", "snapshots-region", "polls-region"):
         return render(request, f"servers/server_detail.html#{target}", ctx)
     if snapshot is not None and ctx["is_current"]:
-        from ingest.fidelity.rollups import unused_tools
+        from ingest.fidelity.selectors.totals import unused_tools
 
         ctx["unused_tools"] = unused_tools(server, days=30)
         ctx["unused_tokens"] = sum(t["tokens"] for t in ctx["unused_tools"])

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
 
-from ingest.fidelity import selectors as reports
+from dashboard.teams.models import Team
+from ingest.fidelity.selectors.agents import api_summary
+from ingest.fidelity.selectors.common import DEFAULT_PERIOD, PERIODS
 
 router = Router(tags=["fidelity"])
 
 
+class TeamTokenRequest(HttpRequest):
+    """A request config.api's token auth let through: it carries the token's team."""
+
+    team: Team
+
+
 class FidelityParams(Schema):
-    days: int = reports.DEFAULT_PERIOD
+    days: int = DEFAULT_PERIOD
 
 
 class AgentFidelityOut(Schema):
@@ -56,10 +65,10 @@ class ErrorOut(Schema):
     "`by_reference` and `no_bulk` count calls), the exact-match rate over judged arguments (not "
     "`unverifiable`/`capture_truncated`), reference adoption over tools that accept both, and tokens "
     "and USD spent pasting, over the last `days` days (UTC; 0 = everything kept). Read from the daily "
-    f"rollups. `days` is one of {', '.join(map(str, reports.PERIODS))}.",
+    f"rollups. `days` is one of {', '.join(map(str, PERIODS))}.",
 )
-def fidelity_summary(request: HttpRequest, params: Query[FidelityParams]):
-    if params.days not in reports.PERIODS:
-        allowed = ", ".join(map(str, reports.PERIODS))
+def fidelity_summary(request: TeamTokenRequest, params: Query[FidelityParams]) -> tuple[int, dict[str, Any]]:
+    if params.days not in PERIODS:
+        allowed = ", ".join(map(str, PERIODS))
         return 400, {"detail": f"days must be one of {allowed}"}
-    return 200, {"days": params.days, "agents": reports.api_summary(request.team, days=params.days)}
+    return 200, {"days": params.days, "agents": api_summary(request.team, days=params.days)}

@@ -28,7 +28,7 @@ from dashboard.teams.models import Team
 from ingest.capture.models import Agent, BulkArgument, ToolCall
 from ingest.fidelity.models import FidelityDaily, ModelPrice
 from mcptax.bulk import count_tokens
-from mcptax.verdict_rules import canonical
+from mcptax.tokens import canonical
 
 # What a reference usually looks like when nothing better is known (about 20 tokens).
 TYPICAL_REFERENCE = "https://github.com/acme/handbook/blob/main/docs/reference-document.md"
@@ -140,7 +140,9 @@ def call_cost(call: ToolCall, arguments: Sequence[BulkArgument], prices: PriceBo
 # -- from the rollups ---------------------------------------------------------------------------------
 
 
-def summary(team: Team, *, agent: Agent | int | None = None, since: Any = None, until: Any = None) -> dict:
+def summary(
+    team: Team, *, agent: Agent | int | None = None, since: Any = None, until: Any = None
+) -> dict[str, Any]:
     """Paste tokens and money over the rollups (one query): pasted, output and billed tokens, USD,
     USD had every paste been a reference, and the difference (``saving_usd``)."""
     rows = FidelityDaily.objects.filter(team=team)
@@ -199,4 +201,4 @@ def on_price_changed(sender: Any, instance: ModelPrice, **kwargs: Any) -> None:
     """A price was added, edited or removed: re-price the rollups it can affect."""
     if kwargs.get("raw"):
         return  # loading fixtures
-    reprice([instance.team] if instance.team_id else None)
+    reprice(None if instance.team is None else [instance.team])

@@ -14,6 +14,7 @@ import hashlib
 import ipaddress
 import re
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
 
@@ -48,7 +49,7 @@ def normalize_url(url: str) -> str:
     return url.strip()
 
 
-def host_allowed(host: str, allowed_hosts: tuple[str, ...] | list[str]) -> bool:
+def host_allowed(host: str, allowed_hosts: Sequence[str]) -> bool:
     host = host.lower().rstrip(".")
     for entry in allowed_hosts:
         entry = entry.lower().strip()
@@ -80,7 +81,7 @@ def _check_address(host: str, port: int, allow_private: bool) -> None:
             )
 
 
-def _check_url(url: str, allowed_hosts, allow_private: bool) -> None:
+def _check_url(url: str, allowed_hosts: Sequence[str], allow_private: bool) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http"):
         raise FetchRefused(f"only http(s) URLs can be fetched, not {parts.scheme or 'a relative URL'!r}")
@@ -101,7 +102,7 @@ def count_lines(data: bytes) -> int:
 def fetch_reference(
     url: str,
     *,
-    allowed_hosts: tuple[str, ...] | list[str] = DEFAULT_ALLOWED_HOSTS,
+    allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
     max_bytes: int = 10 * 1024 * 1024,
     allow_private: bool = False,
     timeout: float = 20.0,

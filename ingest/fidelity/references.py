@@ -89,7 +89,7 @@ def register_upload(
     """Register uploaded bytes; returns ``(document, created)``. Raises ReferenceRefused.
 
     With ``rejudge`` (the default) the affected verdicts are recomputed before returning; pages
-    that prefer to answer at once pass False and call ``verdicts.queue_rejudge(document)``.
+    that prefer to answer at once pass False and call ``verdicts.queue_rejudge(document, enqueue)``.
     """
     if len(data) > max_bytes():
         raise ReferenceRefused(f"the file is {len(data):,} bytes; the limit is {max_bytes():,}")

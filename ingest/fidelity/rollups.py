@@ -9,23 +9,21 @@ adds it, so a batch signalled twice adds nothing the second time. Only calls tha
 link is made after the transcript call was added, it is taken out again.
 
 Nothing here scans the call table: additions come from the batch just stored, corrections from
-the arguments whose verdicts changed; reads aggregate the rollup table.
+the arguments whose verdicts changed. Reading is ``ingest.fidelity.selectors``.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
-from datetime import UTC, date, timedelta
+from datetime import UTC, date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, Sum, Value
+from django.db.models import F, Value
 from django.db.models.fields import DecimalField
-from django.utils import timezone
 
-from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkArgument, ToolCall
 from ingest.fidelity.costs import PriceBook, argument_costs
@@ -78,7 +76,7 @@ def call_day(call: ToolCall) -> date:
 
 def contributions(
     call: ToolCall, arguments: Sequence[BulkArgument], verdicts: dict[int, str] | None = None
-) -> list[tuple[int | None, Key, Counter]]:
+) -> list[tuple[int | None, Key, Counter[str]]]:
     """What one call adds to the rollups: ``(argument id or None, key, counts)`` per row touched.
 
     ``arguments`` are all of the call's bulk arguments; ``verdicts`` overrides their verdicts (to
@@ -92,7 +90,7 @@ def contributions(
         counts = Counter(calls=1, output_tokens=output, billed_tokens=output, server_errors=error)
         return [(None, (day, agent, label, tool, verdict, ""), counts)]
     ordered = sorted(arguments, key=lambda a: (a.pointer, a.pk))
-    rows = []
+    rows: list[tuple[int | None, Key, Counter[str]]] = []
     for index, (argument, cost) in enumerate(zip(ordered, argument_costs(call, ordered), strict=True)):
         verdict = (verdicts or {}).get(argument.pk, argument.verdict) or "pending"
         counts = Counter(
@@ -113,7 +111,7 @@ class _Deltas:
     def __init__(self) -> None:
         self.rows: dict[Key, dict[str, int]] = defaultdict(lambda: dict.fromkeys(COUNTS, 0))
 
-    def add(self, key: Key, counts: Counter, sign: int = 1) -> None:
+    def add(self, key: Key, counts: Counter[str], sign: int = 1) -> None:
         row = self.rows[key]
         for name in COUNTS:
             row[name] += sign * counts.get(name, 0)
@@ -164,7 +162,7 @@ def _arguments_by_call(call_ids: Iterable[int]) -> dict[int, list[BulkArgument]]
 
 
 def _families(calls: Iterable[ToolCall]) -> dict[int | None, str | None]:
-    return {c.agent_id: (c.agent.family if c.agent_id else None) for c in calls}
+    return {c.agent_id: (c.agent.family if c.agent else None) for c in calls}
 
 
 _CALL_FIELDS = (
@@ -243,179 +241,3 @@ def apply_verdict_changes(team: Team, changes: Sequence[Change]) -> None:
                 deltas.add(before[pk], counts, sign=-1)
                 deltas.add(key, counts)
     _apply(team, deltas, _families(calls))
-
-
-# -- reading --------------------------------------------------------------------------------------------
-
-
-def days_ago(days: int) -> date:
-    return timezone.now().astimezone(UTC).date() - timedelta(days=days - 1)
-
-
-def exact_rate(exact: int, judged: int) -> float | None:
-    """Percent of judged arguments that arrived exact; None when nothing could be judged."""
-    return round(100.0 * exact / judged, 2) if judged else None
-
-
-def agent_table(team: Team, *, since: date | None = None) -> dict[int | None, dict[str, Any]]:
-    """Per agent id: arguments, judged, exact, exact_rate, calls, by_reference, damaged (one query)."""
-    rows = FidelityDaily.objects.filter(team=team)
-    if since is not None:
-        rows = rows.filter(day__gte=since)
-    table: dict[int | None, dict[str, Any]] = {}
-    for row in rows.values("agent_id", "verdict").annotate(calls=Sum("calls"), arguments=Sum("arguments")):
-        entry = table.setdefault(
-            row["agent_id"],
-            {"arguments": 0, "judged": 0, "exact": 0, "calls": 0, "by_reference": 0, "damaged": 0},
-        )
-        entry["calls"] += row["calls"]
-        entry["arguments"] += row["arguments"]
-        verdict = row["verdict"]
-        if verdict in JUDGED:
-            entry["judged"] += row["arguments"]
-        if verdict == fidelity.EXACT:
-            entry["exact"] += row["arguments"]
-        if verdict == BY_REFERENCE:
-            entry["by_reference"] += row["calls"]
-        if verdict in DAMAGED:
-            entry["damaged"] += row["arguments"]
-    for entry in table.values():
-        entry["exact_rate"] = exact_rate(entry["exact"], entry["judged"])
-    return table
-
-
-def exact_rate_series(
-    team: Team, *, agent_ids: Sequence[int] | None = None, since: date | None = None
-) -> dict[int | None, list[dict[str, Any]]]:
-    """Per agent id, per day (ascending): ``{"day", "exact", "judged", "rate"}`` (one query)."""
-    rows = FidelityDaily.objects.filter(team=team, verdict__in=JUDGED)
-    if agent_ids is not None:
-        rows = rows.filter(agent_id__in=list(agent_ids))
-    if since is not None:
-        rows = rows.filter(day__gte=since)
-    per: dict[int | None, dict[date, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
-    for row in rows.values("agent_id", "day", "verdict").annotate(n=Sum("arguments")):
-        cell = per[row["agent_id"]][row["day"]]
-        cell[1] += row["n"]
-        if row["verdict"] == fidelity.EXACT:
-            cell[0] += row["n"]
-    return {
-        agent: [
-            {"day": day, "exact": e, "judged": j, "rate": exact_rate(e, j)}
-            for day, (e, j) in sorted(days.items())
-        ]
-        for agent, days in per.items()
-    }
-
-
-def breakdown(
-    team: Team,
-    by: str,
-    *,
-    agent: int | None = None,
-    since: date | None = None,
-    server_label: str | None = None,
-) -> list[dict[str, Any]]:
-    """Counts grouped by ``verdict``, ``tool`` (with server label) or ``size_bucket`` × verdict.
-
-    Rows: ``{<group...>, "verdict", "calls", "arguments", "bytes", "pasted_tokens", "cost_usd"}``.
-    """
-    groups = {
-        "verdict": ["verdict"],
-        "tool": ["server_label", "tool", "verdict"],
-        "size": ["size_bucket", "verdict"],
-    }
-    rows = FidelityDaily.objects.filter(team=team)
-    if agent is not None:
-        rows = rows.filter(agent_id=agent)
-    if since is not None:
-        rows = rows.filter(day__gte=since)
-    if server_label is not None:
-        rows = rows.filter(server_label=server_label)
-    if by == "size":
-        rows = rows.exclude(size_bucket="")
-    return list(
-        rows.values(*groups[by])
-        .annotate(
-            calls=Sum("calls"),
-            arguments=Sum("arguments"),
-            bytes=Sum("bytes"),
-            pasted_tokens=Sum("pasted_tokens"),
-            cost_usd=Sum("cost_usd"),
-        )
-        .order_by(*groups[by])
-    )
-
-
-def reference_adoption(team: Team, *, agent: int | None = None, since: date | None = None) -> dict[str, Any]:
-    """Reference calls / all calls to tools that took both a reference and a paste (one query).
-
-    A tool "accepts both" when the captured traffic shows both kinds of call to it (in the
-    period, by anyone in the team); ``tools`` lists them with their own figures.
-    """
-    rows = FidelityDaily.objects.filter(team=team).exclude(verdict=NO_BULK)
-    if since is not None:
-        rows = rows.filter(day__gte=since)
-    per_tool: dict[tuple[str, str], dict[str, int]] = defaultdict(
-        lambda: {"reference": 0, "paste": 0, "mine": 0}
-    )
-    mine_ref: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
-    for row in rows.values("server_label", "tool", "verdict", "agent_id").annotate(calls=Sum("calls")):
-        tool = (row["server_label"], row["tool"])
-        kind = "reference" if row["verdict"] == BY_REFERENCE else "paste"
-        per_tool[tool][kind] += row["calls"]
-        if agent is None or row["agent_id"] == agent:
-            mine_ref[tool][0 if kind == "reference" else 1] += row["calls"]
-    both = [tool for tool, c in per_tool.items() if c["reference"] and c["paste"]]
-    reference = sum(mine_ref[t][0] for t in both)
-    total = reference + sum(mine_ref[t][1] for t in both)
-    return {
-        "reference_calls": reference,
-        "calls": total,
-        "rate": round(100.0 * reference / total, 2) if total else None,
-        "tools": [
-            {
-                "server_label": t[0],
-                "tool": t[1],
-                "reference_calls": mine_ref[t][0],
-                "paste_calls": mine_ref[t][1],
-            }
-            for t in sorted(both)
-        ],
-    }
-
-
-def calls_per_tool(team: Team, server_label: str, *, since: date | None = None) -> dict[str, int]:
-    rows = FidelityDaily.objects.filter(team=team, server_label=server_label)
-    if since is not None:
-        rows = rows.filter(day__gte=since)
-    return {r["tool"]: r["calls"] for r in rows.values("tool").annotate(calls=Sum("calls")) if r["calls"]}
-
-
-def unused_tools(server: McpServer, days: int = 30) -> list[dict[str, Any]]:
-    """Tools of the server's current snapshot never called in the captured traffic of the last ``days``.
-
-    Each with ``name``, ``tokens`` and ``share`` (its fraction of the fixed tax, 0..1): what it costs
-    every request while nobody uses it. Read from the rollups (calls matched by server label =
-    server name). Empty when the server has no snapshot yet.
-    """
-    snapshot = server.current_snapshot
-    if snapshot is None:
-        return []
-    called = set(calls_per_tool(server.team, server.name, since=days_ago(days)))
-    total = snapshot.fixed_tax_tokens or 0
-    return [
-        {"name": tool.name, "tokens": tool.tokens, "share": (tool.tokens / total) if total else 0.0}
-        for tool in snapshot.tools.order_by("position")
-        if tool.name not in called
-    ]
-
-
-def cost_by_day(team: Team, days: Iterable[date]) -> dict[date, Decimal]:
-    """Paste cost (USD) per day for these days (one query)."""
-    rows = (
-        FidelityDaily.objects.filter(team=team, day__in=list(days))
-        .values("day")
-        .annotate(cost=Sum("cost_usd"))
-    )
-    return {r["day"]: Decimal(r["cost"] or 0) for r in rows}

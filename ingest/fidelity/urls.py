@@ -1,11 +1,18 @@
 from django.urls import path
 
-from ingest.fidelity import views as views
+from ingest.fidelity import views
 
 urlpatterns = [
     path("t/<slug:team_slug>/agents/", views.agents_list, name="fidelity_agents"),
+    # Before agents/<family>/: "panel" is not an agent family.
+    path("t/<slug:team_slug>/agents/panel/", views.overview_panel, name="fidelity_overview_panel"),
     path("t/<slug:team_slug>/agents/<str:family>/", views.agent_detail, name="fidelity_agent"),
     path("t/<slug:team_slug>/calls/<int:call_id>/", views.call_detail, name="fidelity_call"),
+    path(
+        "t/<slug:team_slug>/servers/<uuid:code>/unused-tools/",
+        views.server_unused_tools,
+        name="fidelity_unused_tools",
+    ),
     path("t/<slug:team_slug>/references/", views.references, name="fidelity_references"),
     path(
         "t/<slug:team_slug>/references/<uuid:code>/delete/",

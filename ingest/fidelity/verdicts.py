@@ -25,23 +25,24 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 from typing import Any
 
-from celery import shared_task
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
+from ingest.fidelity import alerts, rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
 from mcptax import verdict_rules as fidelity
 from mcptax.bulk import EXPECTED_HASH_KEYS, BulkArg
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
+from mcptax.tokens import canonical
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ def _load_contents(team: Team, shas: Iterable[str]) -> dict[str, tuple[str, bool
     return known
 
 
-def _as_value(text: str, is_array: bool, want_array: bool) -> str | list:
+def _as_value(text: str, is_array: bool, want_array: bool) -> str | list[Any]:
     """The value to compare: a list when an array is being compared and the text is its canonical JSON."""
     if not (is_array or want_array):
         return text
@@ -164,7 +165,7 @@ def _as_value(text: str, is_array: bool, want_array: bool) -> str | list:
         value = json.loads(text)
     except ValueError:
         return text
-    if isinstance(value, list) and fidelity.canonical(value) == text:
+    if isinstance(value, list) and canonical(value) == text:
         return value
     return text
 
@@ -278,34 +279,42 @@ def judge_arguments(team: Team, arguments: Sequence[BulkArgument]) -> list[Chang
     return changes
 
 
-def _text_of(value: str | list | None) -> str | None:
-    return value if value is None or isinstance(value, str) else fidelity.canonical(value)
+def _text_of(value: str | list[Any] | None) -> str | None:
+    return value if value is None or isinstance(value, str) else canonical(value)
 
 
 def _judge(
-    arg: BulkArgument, arrived: str | list | None, expected: str | list | None, expected_sha: str | None
+    arg: BulkArgument,
+    arrived: str | list[Any] | None,
+    expected: str | list[Any] | None,
+    expected_sha: str | None,
 ) -> fidelity.Verdict:
     if arg.capture_truncated:
         return fidelity.Verdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
     if not arg.sha256:
         # A digest without a usable hash: nothing can be compared.
         return fidelity.Verdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
-    kwargs = {
-        "arrived_sha256": arg.sha256,
-        "arrived_bytes": arg.bytes,
-        "expected_sha256": expected_sha or None,
-    }
+
+    def compare(arrived: str | list[Any] | None, expected: str | list[Any] | None) -> fidelity.Verdict:
+        return fidelity.judge(
+            arrived,
+            expected=expected,
+            arrived_sha256=arg.sha256,
+            arrived_bytes=arg.bytes,
+            expected_sha256=expected_sha or None,
+        )
+
     try:
-        return fidelity.judge(arrived, expected=expected, **kwargs)
+        return compare(arrived, expected)
     except ValueError:
         pass
     # A stored copy that does not hash as recorded (should not happen): compare texts, and if
     # even that fails fall back to the hashes alone rather than give a verdict on wrong bytes.
     try:
-        return fidelity.judge(_text_of(arrived), expected=_text_of(expected), **kwargs)
+        return compare(_text_of(arrived), _text_of(expected))
     except ValueError:
         logger.warning("bulk argument %s: stored content does not match its hash", arg.pk)
-        return fidelity.judge(None, expected=None, **kwargs)
+        return compare(None, None)
 
 
 # -- the ingest hook ----------------------------------------------------------------------------------
@@ -323,13 +332,13 @@ def judge_new_calls(team: Team, call_ids: Sequence[int]) -> list[Change]:
 
 def rejudge(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
     """Judge already-judged arguments again and move their rollup counts to the new verdicts."""
-    from ingest.fidelity import rollups
-
     with transaction.atomic():
         changes = judge_arguments(team, arguments)
         moved = [c for c in changes if c.old and c.old != c.argument.verdict]
         rollups.apply_verdict_changes(team, moved)
-    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true.
+    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true. Imported
+    # here only while ingest.capture.pipeline still imports this module (the capture branch ends
+    # that; then this import belongs at the top).
     from ingest.capture.pipeline import refresh_verdict_counts
 
     job_ids = {c.argument.call.job_id for c in moved if c.argument.call.job_id}
@@ -432,9 +441,6 @@ def on_calls_ingested(sender: Any, team: Team, call_ids: list[int], **kwargs: An
     Idempotent: only unjudged arguments are judged and only calls not yet rolled up are added,
     so a batch signalled twice (a resumed job) changes nothing the second time.
     """
-    from ingest.fidelity import alerts as fidelity_alerts
-    from ingest.fidelity import rollups
-
     with transaction.atomic():
         judge_new_calls(team, call_ids)
         rollups.add_calls(team, call_ids)
@@ -445,20 +451,16 @@ def on_calls_ingested(sender: Any, team: Team, call_ids: list[int], **kwargs: An
     )
     rejudge_for_contents(team, set(shas), exclude_calls=call_ids)
     try:
-        fidelity_alerts.evaluate_after_ingest(team, call_ids)
+        alerts.evaluate_after_ingest(team, call_ids)
     except Exception:
         # An alerting problem must not fail the ingest of good data; it is logged loudly.
         logger.exception("fidelity alerts for team %s failed", team.pk)
 
 
-# Named under ingest.tasks so the ingest queue's route applies; defined here because this module is
-# always imported (ingest.apps) and the task is a thin wrapper over rejudge_for_document.
-@shared_task(name="ingest.tasks.rejudge_document", ignore_result=True)
-def rejudge_document_task(document_id: int) -> int:
-    document = ReferenceDocument.objects.filter(pk=document_id).select_related("team").first()
-    return rejudge_for_document(document) if document is not None else 0
+Enqueue = Callable[[int], Any]
 
 
-def queue_rejudge(document: ReferenceDocument) -> None:
-    """Re-judge for a new document on the worker once the registration commits."""
-    transaction.on_commit(lambda: rejudge_document_task.delay(document.pk))
+def queue_rejudge(document: ReferenceDocument, enqueue: Enqueue) -> None:
+    """Have a worker re-judge for a new document once the registration commits: the caller passes
+    ``enqueue`` (the view: ``rejudge_document_task.delay``), which gets the document's id."""
+    transaction.on_commit(lambda: enqueue(document.pk))

@@ -3,13 +3,11 @@ proxy into the lean example server and into a small array-taking server, the log
 every bulk argument gets exactly the expected verdict and evidence against a registered reference
 file. Registering the document only after the ingest recomputes the verdicts and the rollups.
 
-Run: VAR_DIR=/tmp/x-var .venv/bin/pytest tests/test_fidelity_e2e.py -q
+Run: VAR_DIR=/tmp/x-var .venv/bin/pytest tests/ingest/fidelity/test_e2e.py -q
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -23,12 +21,15 @@ from mcp_types import Implementation
 from dashboard.alerts.models import Alert, Level, Measure, Threshold
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob, ToolCall
-from ingest.fidelity import references, rollups
+from ingest.fidelity import references
 from ingest.fidelity.models import FidelityDaily
+from ingest.fidelity.rollups import JUDGED
+from ingest.fidelity.selectors import totals as rollup_totals
 from mcptax import verdict_rules as fidelity
 from tests.conftest import ROOT
+from tests.helpers import compact, sha
 
-pytestmark = [pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 PY = sys.executable
 CLIENT = Implementation(name="claude-code", version="2.0.14")
@@ -42,14 +43,6 @@ def reference_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def sha(data: str | bytes) -> str:
-    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
-
-
-def canonical(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 DOC = reference_text()
 DOC_SHA = sha(DOC)
 TRUNCATED = DOC[:1500]
@@ -60,7 +53,7 @@ REFUSED = DOC[:REFUSED_EDIT_AT] + "step seven:" + DOC[REFUSED_EDIT_AT + len("ste
 UNKNOWN = "a checklist nobody registered or pasted\n" * 40
 SENT_INSTEAD = "something else entirely, typed from memory\n" * 40
 SERIES = list(range(1000, 1150))
-SERIES_SHA = sha(canonical(SERIES))
+SERIES_SHA = sha(compact(SERIES))
 SERIES_DROPPED = [v for v in SERIES if v % 10 != 7]
 
 # target (lean write) or series name -> the verdict the paste must get
@@ -232,7 +225,7 @@ def assert_expected_verdicts(team, job: IngestJob) -> None:
     assert dropped["expected_source"] == "meta" and dropped["expected_content"] == "captured_copy"
     assert dropped["first_diff_element"] == 7
     assert (
-        dropped["server_sha256"] == sha(canonical(SERIES_DROPPED)) and dropped["server_sha256_agrees"] is True
+        dropped["server_sha256"] == sha(compact(SERIES_DROPPED)) and dropped["server_sha256_agrees"] is True
     )
     assert arguments["full"].evidence["server_sha256_agrees"] is True
     assert all(
@@ -271,10 +264,10 @@ def assert_rollups(team) -> None:
     assert totals["errors"] == 2
     assert totals["bytes"] == sum(a.bytes for a in arguments)
     assert totals["tokens"] == sum(a.tokens for a in arguments) > 0
-    adoption = rollups.reference_adoption(team)
+    adoption = rollup_totals.reference_adoption(team)
     assert adoption["reference_calls"] == 1 and adoption["calls"] == 9
-    agent_row = next(iter(rollups.agent_table(team).values()))
-    judged = sum(n for v, n in expected.items() if v in rollups.JUDGED)
+    agent_row = next(iter(rollup_totals.agent_table(team).values()))
+    judged = sum(n for v, n in expected.items() if v in JUDGED)
     assert agent_row["exact_rate"] == round(100 * expected[fidelity.EXACT] / judged, 2)
 
 

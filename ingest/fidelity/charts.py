@@ -1,0 +1,67 @@
+"""The agent page's chart: daily exact-match rate, one line per agent version (a Plotly dict drawn
+by our static plotly.js, on the app's shared layout)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from typing import Any
+
+from dashboard.servers.charts import base_layout
+from ingest.capture.models import Agent
+from ingest.fidelity.selectors.agents import DayRate, agent_label
+from ingest.fidelity.selectors.common import exact_rate
+
+CHART_COLORS = ["#2f5fd0", "#c05621", "#2f855a", "#6b46c1", "#b83280", "#2c7a7b", "#744210", "#4a5568"]
+
+
+def _day_axis(days: list[date]) -> dict[str, Any]:
+    """A date axis with day ticks; with under a week of data, pad it to a week so Plotly does not
+    zoom into milliseconds around a single day."""
+    axis: dict[str, Any] = {
+        "type": "date",
+        "title": {"text": "day (UTC)"},
+        "gridcolor": "#e3e6eb",
+        "tickformat": "%b %d",
+    }
+    if days:
+        first, last = min(days), max(days)
+        if (last - first).days < 7:
+            pad = timedelta(days=(7 - (last - first).days) / 2 + 0.5)
+            axis["range"] = [(first - pad).isoformat(), (last + pad).isoformat()]
+            axis["dtick"] = 86_400_000
+    return axis
+
+
+def exact_rate_figure(agents: list[Agent], series: dict[int | None, list[DayRate]]) -> dict[str, Any]:
+    """Plotly figure: one line per agent version, daily exact-match rate (%)."""
+    data = []
+    for index, agent in enumerate(agents):
+        points = series.get(agent.pk, [])
+        if not points:
+            continue
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines+markers" if len(points) <= 60 else "lines",
+                "name": agent_label(agent),
+                "x": [day.isoformat() for day, _, _ in points],
+                "y": [exact_rate(e, j) for _, e, j in points],
+                "customdata": [[e, j] for _, e, j in points],
+                "line": {"color": CHART_COLORS[index % len(CHART_COLORS)], "width": 2},
+                "marker": {"size": 6},
+                "hovertemplate": "%{y:.1f}% exact (%{customdata[0]:,} of %{customdata[1]:,})<extra>%{fullData.name}</extra>",
+            }
+        )
+    layout = base_layout(
+        xaxis=_day_axis([day for points in series.values() for day, _, _ in points]),
+        yaxis={
+            "title": {"text": "exact-match rate (%)"},
+            "range": [0, 105],
+            "gridcolor": "#e3e6eb",
+            "ticksuffix": "%",
+        },
+        height=320,
+    )
+    # One version's point at a time: several versions often share a day.
+    layout["hovermode"] = "closest"
+    return {"data": data, "layout": layout}
