@@ -27,6 +27,7 @@ from mcp_types import Implementation
 from dashboard.teams.models import Team
 from ingest.capture.models import IngestJob
 from ingest.capture.pipeline import ingest_path
+from ingest.fidelity.references import register_upload
 
 logger = logging.getLogger(__name__)
 
@@ -182,8 +183,6 @@ def build_capture_demo(team: Team) -> IngestJob | None:
         return None
     log = capture_demo_log(Path(settings.VAR_DIR) / "demo-capture")
     # The documents the agents were asked to paste, so pastes without a stated hash are judged too.
-    from ingest.fidelity.references import register_upload
-
     register_upload(team, _skill_doc().encode(), name="release-skill.md", rejudge=False)
     register_upload(team, _csv().encode(), name="stock.csv", rejudge=False)
     job = ingest_path(team, log, source=IngestJob.Source.COMMAND)

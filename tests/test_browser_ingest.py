@@ -19,7 +19,7 @@ def slow_worker(monkeypatch):
     another thread, so the page first sees the job waiting and then has to notice it finish."""
     from django.db import connection
 
-    from ingest import tasks
+    from ingest.capture import tasks
 
     threads: list[threading.Thread] = []
 

@@ -39,6 +39,7 @@ from ingest.capture.models import (
     WatchedFolder,
 )
 from ingest.capture.signals import calls_ingested
+from ingest.capture.uploads import upload_dir
 from tests.conftest import ROOT
 
 LOGS = ROOT / "tests" / "data" / "logs"
@@ -219,7 +220,7 @@ def test_reingesting_the_same_file_stores_nothing_new(team, tmp_path):
     # Same bytes uploaded again through another way in: still nothing new.
     third = pipeline.ingest_bytes(team, path.read_bytes(), source="api", filename="c.jsonl")
     assert (third.stored, third.duplicate) == (0, 10)
-    assert Path(third.path).parent == Path(pipeline.upload_dir(team))
+    assert Path(third.path).parent == Path(upload_dir(team))
     # Another team is another world.
     other = pipeline.ingest_path(team.__class__.objects.create(name="Other"), path)
     assert other.stored == 10
@@ -768,7 +769,7 @@ def test_fuzzed_logs_never_crash_and_always_reconcile_twice(team, tmp_path_facto
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_the_task_runs_a_job_on_a_real_worker(postgres_and_redis, celery_worker_process, team, tmp_path):
-    from ingest.tasks import run_ingest_job, stalled_jobs
+    from ingest.capture.tasks import run_ingest_job, stalled_jobs
 
     log = EnvelopeLog().initialize()
     for i in range(4):

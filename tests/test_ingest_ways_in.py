@@ -15,6 +15,7 @@ from django.urls import reverse
 
 from dashboard.teams.models import ApiToken, Membership
 from ingest.capture import pipeline
+from ingest.capture.uploads import upload_dir
 from ingest.capture.models import Agent, IngestJob, ToolCall, WatchedFile, WatchedFolder
 from ingest.capture.watch import WatchPathError, scan_all, validate_watch_path
 from tests.conftest import make_envelope_log
@@ -60,7 +61,7 @@ def test_upload_streams_to_disk_and_the_task_ingests_it(
         "ingest_job", args=[team.slug, job.code]
     )
     # Kept where it was written, byte for byte, under the team's upload folder.
-    assert job.path.startswith(str(pipeline.upload_dir(team)))
+    assert job.path.startswith(str(upload_dir(team)))
     with open(job.path, "rb") as f:
         assert f.read() == data
     assert (job.source, job.filename, job.created_by) == (
@@ -77,7 +78,7 @@ def test_upload_streams_to_disk_and_the_task_ingests_it(
 
 def test_upload_handler_never_holds_the_file_in_memory(alice_client, team, settings, monkeypatch):
     """Bigger than FILE_UPLOAD_MAX_MEMORY_SIZE: still written chunk by chunk to its final path."""
-    from ingest.capture.forms import IngestUploadHandler
+    from ingest.capture.uploads import IngestUploadHandler
 
     chunks: list[int] = []
     original = IngestUploadHandler.receive_data_chunk
@@ -457,7 +458,7 @@ def test_only_matching_files_are_tailed_and_a_missing_folder_is_reported(watched
 
 def test_the_periodic_task_scans_enabled_folders_only(watched, team, eager_celery):
     from config.celery import app
-    from ingest.tasks import scan_watched_folders
+    from ingest.capture.tasks import scan_watched_folders
 
     assert app.conf.beat_schedule["scan-watched-folders"]["task"] == "ingest.tasks.scan_watched_folders"
     with open(os.path.join(watched.path, "a.jsonl"), "wb") as f:

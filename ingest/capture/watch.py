@@ -1,6 +1,6 @@
 """Watched folders: find the log files in a folder and tail each one by byte offset.
 
-The periodic task ``ingest.tasks.scan_watched_folders`` calls ``scan_all``. Files are identified by
+The periodic task ``ingest.tasks.scan_watched_folders`` (``ingest/capture/tasks.py``) calls ``scan_all``. Files are identified by
 ``(device, inode)``, never by name, so:
 
 - a file renamed by log rotation keeps its state (offset, job) under its new name, is read to
@@ -32,6 +32,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob, WatchedFile, WatchedFolder
+from ingest.capture.pipeline import ingest_watched_file
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,6 @@ def _track(folder: WatchedFolder, identity: tuple[int, int], entry: _Entry) -> W
 
 def scan_folder(folder: WatchedFolder) -> FolderScan:
     """One pass over ``folder``: start new files, read what grew, finish rotated-away files."""
-    from ingest.capture.pipeline import ingest_watched_file
-
     scan = FolderScan(folder.pk)
     roots = allowed_roots()
     root = Path(folder.path)
@@ -173,8 +172,6 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
 
 def _read_rotated(watched: WatchedFile, entry: _Entry, scan: FolderScan) -> None:
     """A tracked file now under a name outside the pattern: read its rest, finish it once quiet."""
-    from ingest.capture.pipeline import ingest_watched_file
-
     if watched.path != entry.path:
         watched.path = entry.path
         WatchedFile.objects.filter(pk=watched.pk).update(path=entry.path)
