@@ -24,7 +24,7 @@ from ingest.capture.signals import calls_ingested
 from ingest.fidelity import costs, references, rollups
 from ingest.fidelity.models import FidelityDaily, ModelPrice
 from tests.test_budgets import fetch_example
-from tests.test_ingest_pipeline import LOGS, EnvelopeLog
+from tests.ingest.capture.logs import LOGS, EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
 

@@ -21,7 +21,7 @@ from ingest.fidelity import references, verdicts
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
 from mcptax import verdict_rules as fidelity
 from mcptax.bulk import find_bulk_arguments
-from tests.test_ingest_pipeline import EnvelopeLog
+from tests.ingest.capture.logs import EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
