@@ -14,13 +14,14 @@ from datetime import datetime
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.defaultfilters import filesizeformat
 from ninja import Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
+from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
 from ingest.capture.tasks import run_ingest_job
@@ -28,6 +29,14 @@ from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
 router = Router(tags=["ingest"])
+
+
+class TokenRequest(HttpRequest):
+    """A request that passed config.api.TeamTokenAuth: the token and its team are on it."""
+
+    team: Team
+    api_token: ApiToken
+
 
 READ_CHUNK = 256 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -49,7 +58,7 @@ class IngestJobOut(Schema):
     quarantined: int
     calls_stored: int
     reconciles: bool
-    ignored_reasons: dict
+    ignored_reasons: dict[str, int]
     error: str
     created: datetime
     finished: datetime | None
@@ -82,7 +91,8 @@ class AgentOut(Schema):
 
     @staticmethod
     def resolve_calls(agent: Agent) -> int:
-        return agent.call_count
+        calls: int = getattr(agent, "call_count")  # noqa: B009 - annotated by the agents() query
+        return calls
 
 
 def _error(status: int, detail: str, **headers: str) -> JsonResponse:
@@ -196,7 +206,7 @@ def _too_large(limit: int) -> JsonResponse:
     "ingested before the response, which carries the counts; `?wait=false` queues it (202) and the "
     "counts come from `GET /api/v1/ingest/{code}`.",
 )
-def ingest(request: HttpRequest, params: Query[IngestParams]):
+def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse | Status[IngestJob]:
     retry_after = _rate_limited(request.api_token.key_id)
     if retry_after is not None:
         return _error(
@@ -247,13 +257,13 @@ def ingest(request: HttpRequest, params: Query[IngestParams]):
     response={200: IngestJobOut, 404: ErrorOut},
     summary="Status and counts of an ingest job",
 )
-def ingest_status(request: HttpRequest, code: uuid.UUID):
+def ingest_status(request: TokenRequest, code: uuid.UUID) -> IngestJob:
     return get_object_or_404(IngestJob, team=request.team, code=code)
 
 
 @router.get("/agents", response=list[AgentOut], summary="Agents (MCP clients) seen in the team's traffic")
 @paginate(LimitOffsetPagination)
-def agents(request: HttpRequest):
+def agents(request: TokenRequest) -> QuerySet[Agent]:
     return (
         Agent.objects.filter(team=request.team)
         .annotate(call_count=Count("calls"))

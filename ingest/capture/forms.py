@@ -4,11 +4,14 @@ the watched folder."""
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
 from django.template.defaultfilters import filesizeformat
 
+from dashboard.teams.models import Team
 from ingest.capture.models import WatchedFolder
 from ingest.capture.watch import WatchPathError, validate_watch_path
 from mcptax.formats import FORMATS
@@ -27,18 +30,24 @@ class UploadForm(forms.Form):
     )
 
     def clean_format(self) -> str:
-        return self.cleaned_data.get("format") or "auto"
+        return str(self.cleaned_data.get("format") or "auto")
 
-    def clean_file(self):
-        upload = self.cleaned_data["file"]
-        if upload.size == 0:
+    def clean_file(self) -> UploadedFile[bytes]:
+        upload: UploadedFile[bytes] = self.cleaned_data["file"]
+        if not upload.size:
             raise forms.ValidationError("The file is empty.")
         if upload.size > settings.INGEST_MAX_UPLOAD_BYTES:
             raise forms.ValidationError(size_limit_message(settings.INGEST_MAX_UPLOAD_BYTES))
         return upload
 
 
-class WatchedFolderForm(forms.ModelForm):
+if TYPE_CHECKING:
+    _WatchedFolderModelForm = forms.ModelForm[WatchedFolder]
+else:  # Django's ModelForm is not subscriptable at runtime
+    _WatchedFolderModelForm = forms.ModelForm
+
+
+class WatchedFolderForm(_WatchedFolderModelForm):
     class Meta:
         model = WatchedFolder
         fields = ["path", "pattern", "format"]
@@ -48,7 +57,7 @@ class WatchedFolderForm(forms.ModelForm):
             "pattern": "Which files to tail, e.g. *.jsonl or proxy-*.log.",
         }
 
-    def __init__(self, *args, team, **kwargs) -> None:
+    def __init__(self, *args: Any, team: Team, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
 
@@ -59,13 +68,13 @@ class WatchedFolderForm(forms.ModelForm):
             raise forms.ValidationError(str(exc)) from None
 
     def clean_pattern(self) -> str:
-        pattern = self.cleaned_data["pattern"].strip()
+        pattern: str = self.cleaned_data["pattern"].strip()
         if not pattern or os.sep in pattern or pattern in (".", ".."):
             raise forms.ValidationError("A file name pattern in the folder itself, e.g. *.jsonl.")
         return pattern
 
-    def clean(self):
-        cleaned = super().clean()
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
         path, pattern = cleaned.get("path"), cleaned.get("pattern")
         if (
             path
@@ -77,4 +86,5 @@ class WatchedFolderForm(forms.ModelForm):
 
     def save(self, commit: bool = True) -> WatchedFolder:
         self.instance.team = self.team
-        return super().save(commit)
+        folder: WatchedFolder = super().save(commit)
+        return folder

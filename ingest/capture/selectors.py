@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.db.models.functions import Substr
 
@@ -91,7 +93,7 @@ def watched_file_of(job: IngestJob) -> WatchedFile | None:
     return WatchedFile.objects.filter(job=job, folder__team=job.team).select_related("folder").first()
 
 
-def quarantine_reasons(team: Team) -> list[dict[str, object]]:
+def quarantine_reasons(team: Team) -> list[Mapping[str, object]]:
     """``[{"reason": ..., "n": ...}]``, the most frequent first."""
     return list(quarantined_lines(team).values("reason").annotate(n=Count("pk")).order_by("-n", "reason"))
 

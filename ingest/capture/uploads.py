@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
@@ -95,7 +95,13 @@ def store_upload(team: Team, chunks: Iterable[bytes], filename: str, *, max_byte
     return writer.path
 
 
-class SpooledUpload(UploadedFile):
+if TYPE_CHECKING:
+    _BytesUpload = UploadedFile[bytes]
+else:  # Django's File is not subscriptable at runtime
+    _BytesUpload = UploadedFile
+
+
+class SpooledUpload(_BytesUpload):
     """An uploaded file already at its final path (like TemporaryUploadedFile, but kept)."""
 
     def __init__(self, path: Path, name: str, content_type: str | None, size: int) -> None:
@@ -145,7 +151,7 @@ class IngestUploadHandler(FileUploadHandler):
             raise StopUpload(connection_reset=False) from None
         return None
 
-    def file_complete(self, file_size: int) -> UploadedFile | None:
+    def file_complete(self, file_size: int) -> UploadedFile[bytes] | None:
         if self.writer is None:
             return None
         path = self.writer.close()

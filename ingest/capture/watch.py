@@ -135,15 +135,15 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
     tracked = {(f.device, f.inode): f for f in folder.files.select_related("job", "folder__team")}
     matching = {i: e for i, e in listing.items() if fnmatch.fnmatch(e.name, folder.pattern)}
     # Tracked files first: a rotated file must take its new name before a new file claims the old one.
-    for identity, watched in tracked.items():
+    for identity, rotated in tracked.items():
         if identity in matching:
             continue
         entry = listing.get(identity)
-        if entry is None or (watched.job is not None and watched.job.status == IngestJob.Status.DONE):
+        if entry is None or (rotated.job is not None and rotated.job.status == IngestJob.Status.DONE):
             continue  # deleted or moved away (nothing left to read), or already finished
         scan.files_seen += 1
         try:
-            _read_rotated(watched, entry, scan)
+            _read_rotated(rotated, entry, scan)
         except Exception as exc:  # one bad file must not stop the folder
             logger.exception("watched file %s", entry.path)
             scan.errors.append(f"{entry.path}: {exc}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Iterable, Iterator
-from typing import IO
+from typing import IO, cast
 
 from django.conf import settings
 
@@ -53,7 +53,8 @@ def open_input(path: str) -> tuple[IO[bytes], IO[bytes]]:
     raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
     if raw.read(2) == _GZIP_MAGIC:
         raw.seek(0)
-        return raw, gzip.GzipFile(fileobj=raw, mode="rb")
+        # GzipFile reads like any binary file; typeshed just does not declare it an IO[bytes].
+        return raw, cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     raw.seek(0)
     return raw, raw
 

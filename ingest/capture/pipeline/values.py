@@ -66,7 +66,7 @@ def _valid_sha(value: Any) -> str:
     return value.lower() if isinstance(value, str) and _SHA256_RE.match(value) else ""
 
 
-def server_reported_sha256(result: dict | None) -> str:
+def server_reported_sha256(result: dict[str, Any] | None) -> str:
     """What the server says it processed: ``structuredContent.sha256``, else the ``sha256`` of a
     JSON object in a text content item; "" when it says nothing."""
     if not isinstance(result, dict):
