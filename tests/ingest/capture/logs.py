@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from ingest.capture.models import IngestJob
+from ingest.capture.signals import calls_ingested
 from tests.conftest import ROOT
 from tests.helpers import assert_job_reconciles
 
@@ -103,3 +107,13 @@ def spooled_files(settings) -> list[Path]:
     """Every file kept under the uploads folder (a refused upload must leave none)."""
     root = settings.MEDIA_ROOT / "ingest"
     return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+@contextmanager
+def receiving(receiver: Callable[..., Any]) -> Iterator[None]:
+    """``receiver`` connected to ``calls_ingested`` for the duration of the block."""
+    calls_ingested.connect(receiver)
+    try:
+        yield
+    finally:
+        calls_ingested.disconnect(receiver)

@@ -19,7 +19,6 @@ from ingest.capture.models import (
     IngestJob,
     ToolCall,
 )
-from ingest.capture.signals import calls_ingested
 from ingest.capture.tasks import resume_stalled_jobs, run_ingest_job
 from tests.conftest import make_envelope_log
 from tests.helpers import wait_until
@@ -28,6 +27,7 @@ from tests.ingest.capture.logs import (
     EnvelopeLog,
     assert_reconciles,
     bearer,
+    receiving,
     text_of,
 )
 
@@ -40,12 +40,8 @@ def stalled_mid_file(team, path: Path, settings) -> IngestJob:
     def die(sender, **kwargs):
         raise KeyboardInterrupt  # stands in for the kill, right after the first commit
 
-    calls_ingested.connect(die)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            pipeline.run_job(job.pk)
-    finally:
-        calls_ingested.disconnect(die)
+    with receiving(die), pytest.raises(KeyboardInterrupt):
+        pipeline.run_job(job.pk)
     IngestJob.objects.filter(pk=job.pk).update(
         worker="gone-host:1", heartbeat_at=timezone.now() - timedelta(hours=1)
     )
@@ -92,6 +88,7 @@ def test_resume_stalled_jobs_finishes_each_stalled_job_and_leaves_the_rest(
 
 
 @pytest.mark.services
+@pytest.mark.slow  # starts with a real worker; the job goes through the broker
 @pytest.mark.django_db(transaction=True)
 def test_a_stalled_job_is_resumed_to_completion_exactly_once_on_a_real_worker(
     postgres_and_redis, celery_worker_process, team, tmp_path, settings
@@ -113,6 +110,7 @@ def test_a_stalled_job_is_resumed_to_completion_exactly_once_on_a_real_worker(
 
 
 @pytest.mark.services
+@pytest.mark.slow  # starts with a real worker; the job goes through the broker
 @pytest.mark.django_db(transaction=True)
 def test_the_task_runs_a_job_on_a_real_worker(postgres_and_redis, celery_worker_process, team, tmp_path):
     log = EnvelopeLog().initialize()
@@ -128,6 +126,7 @@ def test_the_task_runs_a_job_on_a_real_worker(postgres_and_redis, celery_worker_
 
 
 @pytest.mark.services
+@pytest.mark.slow  # starts with a real worker; the job goes through the broker
 @pytest.mark.django_db(transaction=True)
 def test_upload_and_api_jobs_run_on_a_real_worker(
     postgres_and_redis, celery_worker_process, alice_client, team, settings

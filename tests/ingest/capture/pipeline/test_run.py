@@ -23,7 +23,6 @@ from ingest.capture.models import (
     LineRecord,
     ToolCall,
 )
-from ingest.capture.signals import calls_ingested
 from ingest.capture.uploads import upload_dir
 from tests.conftest import ROOT
 from tests.helpers import sha, wait_until
@@ -31,6 +30,7 @@ from tests.ingest.capture.logs import (
     EnvelopeLog,
     assert_reconciles,
     line_count,
+    receiving,
     text_of,
 )
 
@@ -142,11 +142,8 @@ def test_unexpected_errors_fail_the_job_with_the_error_and_keep_counts(team, tmp
         if len(batches) == 2:
             raise RuntimeError("receiver broke")
 
-    calls_ingested.connect(explode)
-    try:
+    with receiving(explode):
         job = pipeline.ingest_path(team, path)
-    finally:
-        calls_ingested.disconnect(explode)
     assert job.status == "failed" and "RuntimeError: receiver broke" in job.error
     assert job.calls_stored == 4 and job.run_token == ""  # both committed batches kept
     assert job.stored + job.duplicate + job.ignored + job.quarantined == job.lines_read > 0
@@ -175,12 +172,9 @@ def test_signal_carries_each_batch_of_stored_calls(team, tmp_path, settings):
         assert ToolCall.objects.filter(pk__in=call_ids, job=job).count() == len(call_ids)  # committed
         seen.append(list(call_ids))
 
-    calls_ingested.connect(receiver)
-    try:
+    with receiving(receiver):
         job = pipeline.ingest_path(team, path)
         again = pipeline.ingest_path(team, path)
-    finally:
-        calls_ingested.disconnect(receiver)
     assert sorted(i for batch in seen for i in batch) == sorted(
         ToolCall.objects.filter(job=job).values_list("pk", flat=True)
     )
@@ -207,12 +201,8 @@ def test_lines_above_the_watermark_are_not_counted_twice_on_resume(team, tmp_pat
         if calls["n"] == 3:
             raise KeyboardInterrupt  # stands in for a kill between batches
 
-    calls_ingested.connect(die_after_three)
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            pipeline.run_job(job.pk)
-    finally:
-        calls_ingested.disconnect(die_after_three)
+    with receiving(die_after_three), pytest.raises(KeyboardInterrupt):
+        pipeline.run_job(job.pk)
     job.refresh_from_db()
     assert job.status == "running" and job.watermark == 3  # held back by line 4
     assert LineRecord.objects.filter(job=job, line_no__gt=3).exists()
