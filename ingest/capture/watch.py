@@ -1,7 +1,7 @@
 """Watched folders: find the log files in a folder and tail each one by byte offset.
 
-The periodic task ``ingest.tasks.scan_watched_folders`` (``ingest/capture/tasks.py``) calls ``scan_all``. Files are identified by
-``(device, inode)``, never by name, so:
+The periodic task ``ingest.tasks.scan_watched_folders`` (in ``ingest/capture/tasks.py``) calls
+``scan_all``. Files are identified by ``(device, inode)``, never by name, so:
 
 - a file renamed by log rotation keeps its state (offset, job) under its new name, is read to
   its end while it is still in the folder, and is finished (pending requests stored as
