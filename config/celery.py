@@ -51,7 +51,6 @@ app.autodiscover_tasks(
         "dashboard.servers",
         "dashboard.alerts",
         "dashboard.system",
-        "ingest",
         "ingest.capture",
         "ingest.fidelity",
     ]

@@ -1,3 +1,7 @@
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from django.contrib import admin
 
 from ingest.capture.models import (
@@ -14,28 +18,41 @@ from ingest.capture.models import (
 )
 from ingest.fidelity.models import FidelityDaily, ModelPrice, ReferenceDocument, ReferenceFingerprint
 
+if TYPE_CHECKING:
+    from django.contrib.admin import ModelAdmin, TabularInline
+else:
+    # The type checker sees Django's generic admin classes; at runtime they take no parameters
+    # (django-stubs-ext, which would teach them, is a development dependency only).
+    class ModelAdmin(admin.ModelAdmin):
+        def __class_getitem__(cls, _: Any) -> type:
+            return cls
+
+    class TabularInline(admin.TabularInline):
+        def __class_getitem__(cls, _: Any) -> type:
+            return cls
+
 
 @admin.register(Agent)
-class AgentAdmin(admin.ModelAdmin):
+class AgentAdmin(ModelAdmin[Agent]):
     list_display = ["family", "name", "version", "title", "team", "last_seen"]
     list_filter = ["team", "family"]
 
 
 @admin.register(CaptureSession)
-class CaptureSessionAdmin(admin.ModelAdmin):
+class CaptureSessionAdmin(ModelAdmin[CaptureSession]):
     list_display = ["session_key", "format", "server_label", "agent", "first_ts"]
     list_filter = ["team", "format"]
 
 
-class BulkArgumentInline(admin.TabularInline):
+class BulkArgumentInline(TabularInline[BulkArgument, ToolCall]):
     model = BulkArgument
     extra = 0
     fields = ["pointer", "kind", "bytes", "sha256", "verdict", "expected_source"]
-    readonly_fields = fields
+    readonly_fields = ["pointer", "kind", "bytes", "sha256", "verdict", "expected_source"]
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
+class ToolCallAdmin(ModelAdmin[ToolCall]):
     list_display = [
         "server_label",
         "tool",
@@ -52,45 +69,45 @@ class ToolCallAdmin(admin.ModelAdmin):
 
 
 @admin.register(BulkArgument)
-class BulkArgumentAdmin(admin.ModelAdmin):
+class BulkArgumentAdmin(ModelAdmin[BulkArgument]):
     list_display = ["call", "pointer", "bytes", "verdict", "expected_source"]
     list_filter = ["verdict", "kind"]
     raw_id_fields = ["call", "content"]
 
 
 @admin.register(BulkContent)
-class BulkContentAdmin(admin.ModelAdmin):
+class BulkContentAdmin(ModelAdmin[BulkContent]):
     list_display = ["sha256", "team", "bytes", "is_array", "created"]
     exclude = ["text"]
 
 
 @admin.register(IngestJob)
-class IngestJobAdmin(admin.ModelAdmin):
+class IngestJobAdmin(ModelAdmin[IngestJob]):
     list_display = ["filename", "team", "source", "format", "status", "lines_read", "stored", "quarantined"]
     list_filter = ["team", "status", "source"]
 
 
 @admin.register(LineRecord)
-class LineRecordAdmin(admin.ModelAdmin):
+class LineRecordAdmin(ModelAdmin[LineRecord]):
     list_display = ["job", "line_no", "status", "reason"]
     list_filter = ["status", "reason"]
     raw_id_fields = ["job"]
 
 
 @admin.register(WatchedFolder)
-class WatchedFolderAdmin(admin.ModelAdmin):
+class WatchedFolderAdmin(ModelAdmin[WatchedFolder]):
     list_display = ["path", "pattern", "team", "enabled", "last_scan_at"]
 
 
 @admin.register(WatchedFile)
-class WatchedFileAdmin(admin.ModelAdmin):
+class WatchedFileAdmin(ModelAdmin[WatchedFile]):
     list_display = ["path", "folder", "offset", "line_no", "last_read_at"]
 
 
 admin.site.register(TeamCaptureSettings)
 
 
-class ReferenceFingerprintInline(admin.TabularInline):
+class ReferenceFingerprintInline(TabularInline[ReferenceFingerprint, ReferenceDocument]):
     model = ReferenceFingerprint
     extra = 0
     can_delete = False
@@ -99,7 +116,7 @@ class ReferenceFingerprintInline(admin.TabularInline):
 
 
 @admin.register(ReferenceDocument)
-class ReferenceDocumentAdmin(admin.ModelAdmin):
+class ReferenceDocumentAdmin(ModelAdmin[ReferenceDocument]):
     list_display = ["name", "team", "source", "bytes", "lines", "sha256", "created"]
     list_filter = ["team", "source"]
     search_fields = ["name", "url", "sha256"]
@@ -108,7 +125,7 @@ class ReferenceDocumentAdmin(admin.ModelAdmin):
 
 
 @admin.register(ModelPrice)
-class ModelPriceAdmin(admin.ModelAdmin):
+class ModelPriceAdmin(ModelAdmin[ModelPrice]):
     list_display = [
         "model",
         "agent_family",
@@ -121,7 +138,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 
 @admin.register(FidelityDaily)
-class FidelityDailyAdmin(admin.ModelAdmin):
+class FidelityDailyAdmin(ModelAdmin[FidelityDaily]):
     list_display = [
         "day",
         "team",
@@ -139,7 +156,7 @@ class FidelityDailyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ReferenceFingerprint)
-class ReferenceFingerprintAdmin(admin.ModelAdmin):
+class ReferenceFingerprintAdmin(ModelAdmin[ReferenceFingerprint]):
     list_display = ["document", "kind", "value"]
     list_filter = ["kind"]
     search_fields = ["value"]

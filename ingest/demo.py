@@ -15,18 +15,21 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 from django.conf import settings
 from mcp import Client, StdioServerParameters
-from mcp_types import Implementation
+from mcp_types import Implementation, RequestParamsMeta
 
 from dashboard.teams.models import Team
 from ingest.capture.models import IngestJob
 from ingest.capture.pipeline import ingest_path
+from ingest.fidelity.references import register_upload
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +61,8 @@ def sha256(text: str) -> str:
 @dataclass
 class Paste:
     tool: str
-    arguments: dict
-    meta: dict | None = None
+    arguments: dict[str, Any]
+    meta: dict[str, str] | None = None
 
 
 # Capture rounds, days ago; the demo back-dates each round's frames so the history charts have a
@@ -143,7 +146,9 @@ async def _drive(log: Path, root: Path, doc: str, csv: str, round_no: int = 0) -
                 await client.list_tools()
                 for paste in pastes:
                     # isError results are part of the story (refused pastes), not failures here.
-                    await client.call_tool(paste.tool, paste.arguments, meta=paste.meta)
+                    # `_meta` is an open map (extra_items=Any), which mypy cannot check a dict against yet.
+                    meta = cast(RequestParamsMeta, paste.meta) if paste.meta else None
+                    await client.call_tool(paste.tool, paste.arguments, meta=meta)
                     made += 1
     return made
 
@@ -165,7 +170,7 @@ def capture_demo_log(directory: Path) -> Path:
     return log
 
 
-def _backdated(path: Path, delta: timedelta):
+def _backdated(path: Path, delta: timedelta) -> Iterator[str]:
     """The captured envelopes with their timestamps moved `delta` into the past (nothing else changes)."""
     with path.open(encoding="utf-8") as lines:
         for line in lines:
@@ -182,8 +187,6 @@ def build_capture_demo(team: Team) -> IngestJob | None:
         return None
     log = capture_demo_log(Path(settings.VAR_DIR) / "demo-capture")
     # The documents the agents were asked to paste, so pastes without a stated hash are judged too.
-    from ingest.fidelity.references import register_upload
-
     register_upload(team, _skill_doc().encode(), name="release-skill.md", rejudge=False)
     register_upload(team, _csv().encode(), name="stock.csv", rejudge=False)
     job = ingest_path(team, log, source=IngestJob.Source.COMMAND)

@@ -11,22 +11,32 @@ import time
 import uuid
 import zlib
 from datetime import datetime
-from pathlib import Path
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.template.defaultfilters import filesizeformat
 from ninja import Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
+from dashboard.teams.models import ApiToken, Team
+from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
+from ingest.capture.tasks import run_ingest_job
+from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
 router = Router(tags=["ingest"])
+
+
+class TokenRequest(HttpRequest):
+    """A request that passed config.api.TeamTokenAuth: the token and its team are on it."""
+
+    team: Team
+    api_token: ApiToken
+
 
 READ_CHUNK = 256 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
@@ -48,7 +58,7 @@ class IngestJobOut(Schema):
     quarantined: int
     calls_stored: int
     reconciles: bool
-    ignored_reasons: dict
+    ignored_reasons: dict[str, int]
     error: str
     created: datetime
     finished: datetime | None
@@ -81,7 +91,8 @@ class AgentOut(Schema):
 
     @staticmethod
     def resolve_calls(agent: Agent) -> int:
-        return agent.call_count
+        calls: int = getattr(agent, "call_count")  # noqa: B009 - annotated by the agents() query
+        return calls
 
 
 def _error(status: int, detail: str, **headers: str) -> JsonResponse:
@@ -112,10 +123,6 @@ def _rate_limited(token_key: str) -> int | None:
     if used <= limit:
         return None
     return max(1, int((window + 1) * RATE_WINDOW_SECONDS - now) + 1)
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 class BadBody(Exception):
@@ -149,7 +156,7 @@ class _Gunzip:
             self.written += len(part)
             out += part
             if self.written > self.limit or self._d.unconsumed_tail:
-                raise BodyTooLarge
+                raise UploadTooLarge(f"body over {self.limit} bytes")
             data = self._d.unused_data
         return bytes(out)
 
@@ -158,31 +165,25 @@ class _Gunzip:
             raise BadBody("the gzip body is truncated")
 
 
-def _spool_body(request: HttpRequest, dest: Path, limit: int) -> int:
-    """Stream the request body (gunzipped when it is gzip) to ``dest``; return the bytes written.
+def _spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
+    """Stream the request body (gunzipped when it is gzip) into ``upload``.
 
-    The limit applies to the body as sent and, for gzip, to the decompressed data too, so a
-    small compressed body cannot unpack into an unbounded file.
+    The limit applies to the body as sent and, for gzip, to the decompressed data too (the
+    writer's own limit), so a small compressed body cannot unpack into an unbounded file.
     """
     gunzip: _Gunzip | None = None
-    received = written = 0
-    with open(dest, "wb") as out:
-        while chunk := request.read(READ_CHUNK):
-            received += len(chunk)
-            if received > limit:
-                raise BodyTooLarge
-            if received == len(chunk) and (_is_gzip(request) or chunk.startswith(GZIP_MAGIC)):
-                # A JSON line never starts with the gzip magic, so sniffing is safe and saves a
-                # client that forgot the header.
-                gunzip = _Gunzip(limit)
-            data = gunzip.feed(chunk) if gunzip is not None else chunk
-            written += len(data)
-            if written > limit:
-                raise BodyTooLarge
-            out.write(data)
-        if gunzip is not None:
-            gunzip.close()
-    return written
+    received = 0
+    while chunk := request.read(READ_CHUNK):
+        received += len(chunk)
+        if received > limit:
+            raise UploadTooLarge(f"body over {limit} bytes")
+        if received == len(chunk) and (_is_gzip(request) or chunk.startswith(GZIP_MAGIC)):
+            # A JSON line never starts with the gzip magic, so sniffing is safe and saves a
+            # client that forgot the header.
+            gunzip = _Gunzip(limit)
+        upload.write(gunzip.feed(chunk) if gunzip is not None else chunk)
+    if gunzip is not None:
+        gunzip.close()
 
 
 def _too_large(limit: int) -> JsonResponse:
@@ -205,10 +206,7 @@ def _too_large(limit: int) -> JsonResponse:
     "ingested before the response, which carries the counts; `?wait=false` queues it (202) and the "
     "counts come from `GET /api/v1/ingest/{code}`.",
 )
-def ingest(request: HttpRequest, params: Query[IngestParams]):
-    from ingest.capture import pipeline
-    from ingest.tasks import run_ingest_job
-
+def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse | Status[IngestJob]:
     retry_after = _rate_limited(request.api_token.key_id)
     if retry_after is not None:
         return _error(
@@ -227,27 +225,27 @@ def ingest(request: HttpRequest, params: Query[IngestParams]):
     if declared > limit:
         return _too_large(limit)
 
-    directory = pipeline.upload_dir(request.team)
-    directory.mkdir(parents=True, exist_ok=True)
-    dest = directory / f"{uuid.uuid4().hex}-api.jsonl"
     try:
-        size = _spool_body(request, dest, limit)
-    except BodyTooLarge:
-        dest.unlink(missing_ok=True)
+        with UploadWriter(request.team, "api.jsonl", max_bytes=limit) as upload:
+            _spool_body(request, upload, limit)
+    except UploadTooLarge:
         return _too_large(limit)
     except BadBody as exc:
-        dest.unlink(missing_ok=True)
         return _error(400, str(exc))
-    if size == 0:
-        dest.unlink(missing_ok=True)
+    if upload.written == 0:
+        upload.discard()
         return _error(400, "The body is empty; send JSONL lines (or gzip of them).")
 
     filename = params.filename.strip()[:200] or f"api {request.api_token.name}"
     job = pipeline.create_job(
-        request.team, source=IngestJob.Source.API, filename=filename, path=str(dest), format=params.format
+        request.team,
+        source=IngestJob.Source.API,
+        filename=filename,
+        path=upload.path,
+        format=params.format,
+        enqueue=None if params.wait else run_ingest_job.delay,
     )
     if not params.wait:
-        transaction.on_commit(lambda: run_ingest_job.delay(job.pk))
         return Status(202, job)
     pipeline.run_job(job.pk)
     job.refresh_from_db()
@@ -259,13 +257,13 @@ def ingest(request: HttpRequest, params: Query[IngestParams]):
     response={200: IngestJobOut, 404: ErrorOut},
     summary="Status and counts of an ingest job",
 )
-def ingest_status(request: HttpRequest, code: uuid.UUID):
+def ingest_status(request: TokenRequest, code: uuid.UUID) -> IngestJob:
     return get_object_or_404(IngestJob, team=request.team, code=code)
 
 
 @router.get("/agents", response=list[AgentOut], summary="Agents (MCP clients) seen in the team's traffic")
 @paginate(LimitOffsetPagination)
-def agents(request: HttpRequest):
+def agents(request: TokenRequest) -> QuerySet[Agent]:
     return (
         Agent.objects.filter(team=request.team)
         .annotate(call_count=Count("calls"))

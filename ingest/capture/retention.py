@@ -8,7 +8,7 @@ a hash hypothesis), just no longer explained byte by byte.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -19,7 +19,7 @@ DEFAULT_RETENTION_DAYS = TeamCaptureSettings._meta.get_field("content_retention_
 CHUNK = 1000
 
 
-def purge_expired_content(now=None) -> int:
+def purge_expired_content(now: datetime | None = None) -> int:
     """Delete bulk texts no call within each team's retention window still uses. Returns rows deleted."""
     now = now or timezone.now()
     retention = dict(TeamCaptureSettings.objects.values_list("team_id", "content_retention_days"))

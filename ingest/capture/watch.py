@@ -1,7 +1,7 @@
 """Watched folders: find the log files in a folder and tail each one by byte offset.
 
-The periodic task ``ingest.tasks.scan_watched_folders`` calls ``scan_all``. Files are identified by
-``(device, inode)``, never by name, so:
+The periodic task ``ingest.tasks.scan_watched_folders`` (in ``ingest/capture/tasks.py``) calls
+``scan_all``. Files are identified by ``(device, inode)``, never by name, so:
 
 - a file renamed by log rotation keeps its state (offset, job) under its new name, is read to
   its end while it is still in the folder, and is finished (pending requests stored as
@@ -32,6 +32,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob, WatchedFile, WatchedFolder
+from ingest.capture.pipeline import ingest_watched_file
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,6 @@ def _track(folder: WatchedFolder, identity: tuple[int, int], entry: _Entry) -> W
 
 def scan_folder(folder: WatchedFolder) -> FolderScan:
     """One pass over ``folder``: start new files, read what grew, finish rotated-away files."""
-    from ingest.capture.pipeline import ingest_watched_file
-
     scan = FolderScan(folder.pk)
     roots = allowed_roots()
     root = Path(folder.path)
@@ -136,15 +135,15 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
     tracked = {(f.device, f.inode): f for f in folder.files.select_related("job", "folder__team")}
     matching = {i: e for i, e in listing.items() if fnmatch.fnmatch(e.name, folder.pattern)}
     # Tracked files first: a rotated file must take its new name before a new file claims the old one.
-    for identity, watched in tracked.items():
+    for identity, rotated in tracked.items():
         if identity in matching:
             continue
         entry = listing.get(identity)
-        if entry is None or (watched.job is not None and watched.job.status == IngestJob.Status.DONE):
+        if entry is None or (rotated.job is not None and rotated.job.status == IngestJob.Status.DONE):
             continue  # deleted or moved away (nothing left to read), or already finished
         scan.files_seen += 1
         try:
-            _read_rotated(watched, entry, scan)
+            _read_rotated(rotated, entry, scan)
         except Exception as exc:  # one bad file must not stop the folder
             logger.exception("watched file %s", entry.path)
             scan.errors.append(f"{entry.path}: {exc}")
@@ -173,8 +172,6 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
 
 def _read_rotated(watched: WatchedFile, entry: _Entry, scan: FolderScan) -> None:
     """A tracked file now under a name outside the pattern: read its rest, finish it once quiet."""
-    from ingest.capture.pipeline import ingest_watched_file
-
     if watched.path != entry.path:
         watched.path = entry.path
         WatchedFile.objects.filter(pk=watched.pk).update(path=entry.path)

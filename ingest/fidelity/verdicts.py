@@ -36,58 +36,23 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.teams.models import Team
+from ingest.capture.expectations import CALLER, META
+from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
 from ingest.fidelity import alerts, rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
 from mcptax import verdict_rules as fidelity
-from mcptax.bulk import EXPECTED_HASH_KEYS, BulkArg
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
 from mcptax.tokens import canonical
 
 logger = logging.getLogger(__name__)
 
-CALLER, META, REFERENCE_DOCUMENT = "caller", "meta", "reference_document"
+REFERENCE_DOCUMENT = "reference_document"
 CALLER_SOURCES = (CALLER, META)
 # Verdicts that say nothing about the agent; left out of exact-match rates.
 UNJUDGED = (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED)
 # How many rows to load at once when re-judging after a registration.
 CHUNK = 500
-
-
-# -- the caller's expectation (at ingest) ------------------------------------------------------------
-
-
-def _stated_hash(source: Any) -> str | None:
-    if not isinstance(source, dict):
-        return None
-    for key in EXPECTED_HASH_KEYS:
-        value = source.get(key)
-        if isinstance(value, str):
-            value = value.strip().lower()
-            if len(value) == 64 and all(c in "0123456789abcdef" for c in value):
-                return value
-    return None
-
-
-def caller_expectations(arguments: Any, meta: Any, bulk: Sequence[BulkArg]) -> dict[str, tuple[str, str]]:
-    """``{pointer: (expected_sha256, "caller" | "meta")}`` for the bulk arguments a stated hash covers.
-
-    One stated hash names one content. With a single bulk argument it is that one; with several,
-    the one whose sha256 it is, else the largest (the argument an agent would check), so a small
-    side argument is never blamed for not matching the main document.
-    """
-    stated = _stated_hash(arguments)
-    source = CALLER
-    if stated is None:
-        stated, source = _stated_hash(meta), META
-    if stated is None or not bulk:
-        return {}
-    if len(bulk) == 1:
-        return {bulk[0].pointer: (stated, source)}
-    target = next((b for b in bulk if b.sha256 == stated), None)
-    if target is None:
-        target = max(bulk, key=lambda b: b.bytes or 0)
-    return {target.pointer: (stated, source)}
 
 
 # -- lookups ------------------------------------------------------------------------------------------

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.teams.models import Team
 from ingest.capture.pipeline import ingest_path
@@ -18,13 +19,13 @@ class Command(BaseCommand):
         "team and print what became of its lines."
     )
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path")
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
         parser.add_argument("--team", help="team slug (default: the only team)")
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"{path} is not a file")
@@ -66,10 +67,11 @@ class Command(BaseCommand):
     def _team(self, slug: str | None) -> Team:
         if slug:
             try:
-                return Team.objects.get(slug=slug)
+                team: Team = Team.objects.get(slug=slug)
+                return team
             except Team.DoesNotExist:
                 raise CommandError(f"no team {slug!r}") from None
-        teams = list(Team.objects.all()[:2])
+        teams: list[Team] = list(Team.objects.all()[:2])
         if len(teams) != 1:
             raise CommandError("give --team SLUG (there is not exactly one team)")
         return teams[0]

@@ -16,8 +16,8 @@ from ingest.fidelity import references
 from ingest.fidelity.models import ReferenceDocument
 from mcptax import verdict_rules as fidelity
 from tests.helpers import sha
+from tests.ingest.capture.logs import EnvelopeLog
 from tests.ingest.fidelity.traffic import doc, ingest, only_argument
-from tests.test_ingest_pipeline import EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 

@@ -24,8 +24,8 @@ from ingest.capture.signals import calls_ingested
 from ingest.fidelity import costs, references, rollups
 from ingest.fidelity.models import FidelityDaily, ModelPrice
 from tests.helpers import sha
+from tests.ingest.capture.logs import LOGS, EnvelopeLog
 from tests.ingest.fidelity.traffic import numbered_doc, paste_log
-from tests.test_ingest_pipeline import LOGS, EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
 

@@ -18,8 +18,8 @@ from ingest.fidelity import references, verdicts
 from ingest.fidelity.models import ReferenceFingerprint
 from mcptax.bulk import find_bulk_arguments
 from tests.helpers import sha
+from tests.ingest.capture.logs import EnvelopeLog
 from tests.ingest.fidelity.traffic import doc, ingest, only_argument
-from tests.test_ingest_pipeline import EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 

@@ -16,7 +16,7 @@ from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob
 from tests.conftest import ROOT
 from tests.helpers import sha
-from tests.test_ingest_pipeline import EnvelopeLog
+from tests.ingest.capture.logs import EnvelopeLog
 
 PY = sys.executable
 LABEL = "files-lean"

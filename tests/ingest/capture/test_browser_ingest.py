@@ -4,29 +4,29 @@ polling, without a reload, and no request leaves the app's origin."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from tests.conftest import make_envelope_log
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def slow_worker(monkeypatch):
-    """Stands in for the Celery worker: runs the real task body a moment after the enqueue, in
-    another thread, so the page first sees the job waiting and then has to notice it finish."""
+def held_worker(monkeypatch):
+    """Stands in for the Celery worker: runs the real task body in another thread once the test
+    sets ``release``, so the page first sees the job waiting and then has to notice it finish."""
     from django.db import connection
 
-    from ingest import tasks
+    from ingest.capture import tasks
 
     threads: list[threading.Thread] = []
+    release = threading.Event()
 
     def work(job_id: int) -> None:
         try:
-            time.sleep(1.5)
-            tasks.run_ingest_job(job_id)
+            if release.wait(timeout=120):
+                tasks.run_ingest_job(job_id)
         finally:
             connection.close()
 
@@ -36,17 +36,17 @@ def slow_worker(monkeypatch):
         thread.start()
 
     monkeypatch.setattr(tasks.run_ingest_job, "delay", delay)
-    yield threads
+    yield release
+    release.set()
     for thread in threads:
         thread.join(timeout=30)
 
 
 def test_upload_and_watch_the_job_finish_without_a_reload(
-    browser_page, live_server, team, alice, slow_worker, settings, tmp_path
+    browser_page, live_server, team, alice, held_worker, settings, tmp_path
 ):
     from ingest.capture.models import IngestJob
 
-    settings.MEDIA_ROOT = tmp_path / "media"
     page = browser_page
     alice.set_password("pw-for-browser-123")
     alice.save()
@@ -65,13 +65,18 @@ def test_upload_and_watch_the_job_finish_without_a_reload(
     page.click("#upload-form button")
     page.wait_for_url("**/ingest/jobs/**")
     job = IngestJob.objects.get(team=team)
-    assert page.locator("#progress-region").get_attribute("data-status") in ("queued", "running")
+    # The worker is held: the job is still waiting, whatever the machine's speed.
+    assert page.locator("#progress-region").get_attribute("data-status") == "queued"
     assert page.locator("#calls").inner_text().count("No calls stored yet") == 1
 
     # From here on the page must update itself: mark the document and count navigations.
     page.evaluate("window.__sameDocument = true")
     navigations: list[str] = []
     page.on("framenavigated", lambda frame: navigations.append(frame.url))
+    # The page polls while the job waits; only then does the worker run it.
+    with page.expect_request(lambda r: "/progress/" in r.url):
+        pass
+    held_worker.set()
 
     page.wait_for_selector('#progress-region[data-status="done"]', timeout=30_000)
     assert page.locator('[data-count="lines_read"]').inner_text() == "11"
@@ -82,11 +87,30 @@ def test_upload_and_watch_the_job_finish_without_a_reload(
     page.wait_for_function("document.querySelectorAll('#calls tbody code').length === 4")
     assert page.evaluate("window.__sameDocument") is True and navigations == []
 
-    # Polling has stopped: no more progress requests once done.
-    progress_requests: list[str] = []
-    page.on("request", lambda r: progress_requests.append(r.url) if "/progress/" in r.url else None)
-    page.wait_for_timeout(2500)
-    assert progress_requests == []
+    # Polling has stopped: the region swapped in last polls no more, and no progress request
+    # starts before a sentinel polling at the same 1 s period has started two requests. Both are
+    # counted in the page, in the order htmx issues them.
+    assert page.locator("#progress-region").get_attribute("hx-trigger") is None
+    page.evaluate(
+        """url => {
+            window.__progressRequests = 0;
+            window.__sentinelRequests = 0;
+            document.body.addEventListener("htmx:beforeRequest", e => {
+                const path = e.detail.requestConfig.path;
+                if (path.includes("/progress/")) window.__progressRequests += 1;
+                if (path.includes("sentinel=1")) window.__sentinelRequests += 1;
+            });
+            const s = document.createElement("div");
+            s.setAttribute("hx-get", url);
+            s.setAttribute("hx-trigger", "every 1s");
+            s.setAttribute("hx-swap", "none");
+            document.body.appendChild(s);
+            htmx.process(s);
+        }""",
+        f"/t/{team.slug}/ingest/jobs/{job.code}/?sentinel=1",
+    )
+    page.wait_for_function("() => window.__sentinelRequests >= 2", timeout=30_000)
+    assert page.evaluate("window.__progressRequests") == 0
 
     job.refresh_from_db()
     assert job.status == "done" and job.reconciles and job.calls_stored == 4

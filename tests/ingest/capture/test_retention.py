@@ -8,7 +8,7 @@ from django.utils import timezone
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, BulkContent, TeamCaptureSettings, ToolCall
 from ingest.capture.retention import purge_expired_content
-from tests.test_ingest_pipeline import EnvelopeLog, text_of
+from tests.ingest.capture.logs import EnvelopeLog, text_of
 
 pytestmark = pytest.mark.django_db
 

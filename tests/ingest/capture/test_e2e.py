@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +27,8 @@ from mcp_types import Implementation
 from examples.servers.launch import free_port, serve_http
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, ToolCall
-from tests.conftest import ROOT, need_service
+from tests.conftest import ROOT
+from tests.helpers import need, sha, wait_for_port
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.slow]
 
@@ -52,17 +50,6 @@ def pasted_file(tmp_path: Path) -> tuple[Path, bytes]:
     path = tmp_path / "paste.txt"
     path.write_bytes(data)
     return path, data
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"{proc.args[:4]} exited with {proc.returncode}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listening on {port}")
 
 
 @contextlib.contextmanager
@@ -118,7 +105,7 @@ def lean_stdio_through_proxy(log: Path, root: Path) -> StdioServerParameters:
 
 
 def assert_paste_ingested(team, log: Path, data: bytes, reported: dict, root: Path, transport: str) -> None:
-    expected = hashlib.sha256(data).hexdigest()
+    expected = sha(data)
     # The bytes the server received and wrote are the bytes the client sent.
     assert (root / "pasted.txt").read_bytes() == data
     assert reported["sha256"] == expected and reported["bytes"] == len(data)
@@ -193,10 +180,10 @@ def mitmdump() -> str:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         shutil.rmtree(MITM_VENV, ignore_errors=True)
-        need_service(f"cannot create a virtualenv for mitmproxy: {exc}")
+        need(f"cannot create a virtualenv for mitmproxy: {exc}")
     if install.returncode != 0 or not binary.exists():
         shutil.rmtree(MITM_VENV, ignore_errors=True)
-        need_service(f"pip install mitmproxy failed: {install.stderr[-2000:]}")
+        need(f"pip install mitmproxy failed: {install.stderr[-2000:]}")
     return str(binary)
 
 
@@ -248,7 +235,7 @@ def test_a_mitmproxy_har_ingests_to_the_same_calls_as_the_proxy_log(team, team_f
             with running([*cmd, "--listen", f"127.0.0.1:{proxy_port}", "--upstream", target], proxy_port):
                 reported = anyio.run(paste, f"http://127.0.0.1:{proxy_port}/mcp", data.decode(), "e2e-har")
     assert har.exists() and har.stat().st_size > len(data), "mitmdump wrote no HAR"
-    assert reported["sha256"] == hashlib.sha256(data).hexdigest()
+    assert reported["sha256"] == sha(data)
 
     envelope_job = pipeline.ingest_path(team, log)
     other = team_factory("HAR side")
@@ -259,7 +246,7 @@ def test_a_mitmproxy_har_ingests_to_the_same_calls_as_the_proxy_log(team, team_f
     from_har = _signature(ToolCall.objects.filter(job=har_job))
     assert len(from_proxy) == 2 and from_har == from_proxy
     paste_sha = [b[1] for row in from_har for b in row[3]]
-    assert paste_sha == [hashlib.sha256(data).hexdigest()]
+    assert paste_sha == [sha(data)]
     agents = {c.agent.name for c in ToolCall.objects.filter(job=har_job)}
     assert agents == {"e2e-har"}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -12,11 +11,6 @@ from django.urls import reverse
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob, LineRecord, WatchedFile, WatchedFolder
 from tests.conftest import make_envelope_log
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path / "media"
 
 
 def ingest(team, data: bytes, name: str = "proxy.jsonl") -> IngestJob:

@@ -1,0 +1,58 @@
+"""The ingest pipeline: from a log file on disk to ToolCalls, BulkArguments and per-line outcomes.
+
+Public entry points (stable; pages, the API, commands and tasks build on them):
+
+- ``create_job(team, *, source, filename, path, format="auto", user=None, enqueue=None) -> IngestJob``;
+  the caller that wants it run by a worker passes ``enqueue=run_ingest_job.delay``.
+- ``run_job(job_id) -> IngestJob``: runs (or resumes) a job; never raises for a bad input or an
+  unexpected error (the job is marked failed with the error, counts kept). Idempotent: a done job
+  is returned as is, a killed job re-run finishes with the same counts as an uninterrupted run.
+- ``ingest_path(team, path, *, format="auto", source="command") -> IngestJob`` (synchronous)
+- ``ingest_bytes(team, data, *, source, filename, format="auto", user=None, run=True) -> IngestJob``
+- ``ingest_watched_file(watched_file, *, final=False) -> IngestJob | None``: tails one file.
+- ``stalled_jobs() -> list[int]``: jobs nobody works on (lost message, dead worker), to resume.
+
+Uploads are written by ``ingest.capture.uploads``.
+
+Modules: ``jobs`` (creating jobs), ``lease`` (one run per job), ``reading`` (lines, format,
+parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``run`` (batches,
+line accounting, progress), ``watched`` (tailing a watched file).
+
+Loss-free accounting. Every input line (HAR: entry) ends as exactly one of stored, duplicate,
+ignored(reason) or quarantined(reason, line number, raw kept), so on a finished job
+``lines_read == stored + duplicate + ignored + quarantined``. A call line is *stored* when any call
+it formed was stored by this job, *duplicate* when all of them already existed in the team
+(dedupe by ``(team, dedupe_key)``), so re-ingesting a file stores nothing new.
+
+Batches and resume. Outputs of ``mcptax.formats`` are persisted in batches, one transaction each:
+the new calls with their bulk arguments and contents, the line outcomes, and the job's counters
+and watermark (lines 1..watermark are settled). A killed run is resumed by re-reading the file
+with ``skip_through_line=watermark``; lines above the watermark may have been settled already
+(outcomes come out of line order), which is why every outcome above the watermark at commit
+time leaves a LineRecord: on resume those lines are recognised and not counted twice. A call
+re-yielded on resume exists already with ``job`` = this job, so it counts as stored, not
+duplicate. A lease (``run_token`` + heartbeat, and the owner's host:pid) keeps two runs (e.g. a
+redelivered task) from working on one job at once.
+
+After each committed batch the ``ingest.capture.signals.calls_ingested`` signal is sent with the ids of the
+calls this job stored in it (the hook for fidelity verdicts).
+"""
+
+from ingest.capture.pipeline.jobs import Enqueue, create_job, ingest_bytes, ingest_path
+from ingest.capture.pipeline.lease import stalled_jobs
+from ingest.capture.pipeline.run import refresh_verdict_counts, run_job, verdict_counts
+from ingest.capture.pipeline.values import server_reported_sha256
+from ingest.capture.pipeline.watched import ingest_watched_file
+
+__all__ = [
+    "Enqueue",
+    "create_job",
+    "ingest_bytes",
+    "ingest_path",
+    "ingest_watched_file",
+    "refresh_verdict_counts",
+    "run_job",
+    "server_reported_sha256",
+    "stalled_jobs",
+    "verdict_counts",
+]

@@ -1,0 +1,42 @@
+"""Celery tasks of capture: thin wrappers over the pipeline, the folder watch and retention.
+
+The ``name=`` strings are the ones the tasks had in ``ingest/tasks.py``: messages already queued
+and the routes and beat schedule in ``config/celery.py`` use them (all routed to ``ingest``).
+"""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from ingest.capture import pipeline, retention, watch
+from ingest.capture.models import IngestJob
+
+
+@shared_task(name="ingest.tasks.run_ingest_job", ignore_result=True)
+def run_ingest_job(job_id: int) -> str:
+    """Run or resume one ingest job; safe to deliver twice (the job's lease and dedupe keys)."""
+    try:
+        job = pipeline.run_job(job_id)
+    except IngestJob.DoesNotExist:
+        return "missing"
+    return str(job.status)
+
+
+@shared_task(name="ingest.tasks.resume_stalled_jobs", ignore_result=True)
+def resume_stalled_jobs() -> list[int]:
+    """Beat: re-enqueue stalled jobs (run_job resumes them from their watermark)."""
+    job_ids = pipeline.stalled_jobs()
+    for job_id in job_ids:
+        run_ingest_job.delay(job_id)
+    return job_ids
+
+
+@shared_task(name="ingest.tasks.scan_watched_folders", ignore_result=True)
+def scan_watched_folders(folder_id: int | None = None) -> int:
+    """Beat (every 10 s): tail every enabled watched folder; returns the number of files read."""
+    return sum(scan.files_read for scan in watch.scan_all(folder_id))
+
+
+@shared_task(name="ingest.tasks.purge_expired_content", ignore_result=True)
+def purge_expired_content() -> int:
+    return retention.purge_expired_content()

@@ -1,0 +1,162 @@
+"""The one writer of uploaded logs: every way in (the web form, the API body, bytes handed over by
+code) streams its chunks through :class:`UploadWriter` into the team's upload folder.
+
+A log can be gigabytes, so it is never held in memory, and it is written once, at its final
+place under ``MEDIA_ROOT/ingest/<team>/``: the job that processes it reads the same bytes
+without a copy. Past the size limit the partial file is removed and nothing is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import IO, TYPE_CHECKING, Any
+
+from django.conf import settings
+from django.core.files.uploadedfile import UploadedFile
+from django.core.files.uploadhandler import FileUploadHandler, StopUpload
+from django.http import HttpRequest
+
+from dashboard.teams.models import Team
+
+
+class UploadTooLarge(ValueError):
+    """The upload went over the allowed size; nothing was kept."""
+
+
+def upload_dir(team: Team) -> Path:
+    return Path(settings.MEDIA_ROOT) / "ingest" / str(team.pk)
+
+
+def disk_name(filename: str | None) -> str:
+    """A harmless file name on disk for a user-supplied one (the original is kept on the job)."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(filename or ""))[-120:].lstrip(".")
+    return name or "upload.log"
+
+
+class UploadWriter:
+    """A new file in the team's upload folder, written chunk by chunk up to ``max_bytes``.
+
+    ``write`` raises UploadTooLarge past the limit, after removing what was written; leaving the
+    ``with`` block on an exception removes the file too, so a failed upload never leaves a part.
+    """
+
+    def __init__(self, team: Team, filename: str | None, *, max_bytes: int | None = None) -> None:
+        directory = upload_dir(team)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{uuid.uuid4().hex}-{disk_name(filename)}"
+        self.max_bytes = max_bytes
+        self.written = 0
+        self._file: IO[bytes] | None = open(self.path, "xb")  # noqa: SIM115 - closed by close/discard
+
+    def write(self, chunk: bytes) -> None:
+        self.written += len(chunk)
+        if self.max_bytes is not None and self.written > self.max_bytes:
+            self.discard()
+            raise UploadTooLarge(f"upload is larger than {self.max_bytes} bytes")
+        if self._file is None:
+            raise ValueError("write to a closed upload")
+        self._file.write(chunk)
+
+    def close(self) -> Path:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        return self.path
+
+    def discard(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+    def __enter__(self) -> UploadWriter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+
+def store_upload(team: Team, chunks: Iterable[bytes], filename: str, *, max_bytes: int | None = None) -> Path:
+    """Stream ``chunks`` to a new file in the team's upload folder and return its path.
+
+    Raises UploadTooLarge (and removes the partial file) past ``max_bytes``.
+    """
+    with UploadWriter(team, filename, max_bytes=max_bytes) as writer:
+        for chunk in chunks:
+            writer.write(chunk)
+    return writer.path
+
+
+if TYPE_CHECKING:
+    _BytesUpload = UploadedFile[bytes]
+else:  # Django's File is not subscriptable at runtime
+    _BytesUpload = UploadedFile
+
+
+class SpooledUpload(_BytesUpload):
+    """An uploaded file already at its final path (like TemporaryUploadedFile, but kept)."""
+
+    def __init__(self, path: Path, name: str, content_type: str | None, size: int) -> None:
+        super().__init__(open(path, "rb"), name, content_type, size, None)  # noqa: SIM115 - closed by Django
+        self.path = path
+
+    def temporary_file_path(self) -> str:
+        return str(self.path)
+
+    def discard(self) -> None:
+        self.close()
+        self.path.unlink(missing_ok=True)
+
+
+class IngestUploadHandler(FileUploadHandler):
+    """Django's upload handler for the web form: the file part goes through an UploadWriter.
+
+    Refusing a file over the limit means: the partial file is deleted and the rest of the request
+    is read and thrown away (``StopUpload(connection_reset=False)``), so the browser still gets
+    our page with a clear message instead of a reset connection. ``too_large`` tells the view
+    what happened.
+    """
+
+    def __init__(
+        self, request: HttpRequest | None = None, *, team: Team, max_bytes: int | None = None
+    ) -> None:
+        super().__init__(request)
+        self.team = team
+        self.max_bytes: int = settings.INGEST_MAX_UPLOAD_BYTES if max_bytes is None else max_bytes
+        self.too_large = False
+        self.writer: UploadWriter | None = None
+
+    def new_file(self, field_name: str, file_name: str, *args: Any, **kwargs: Any) -> None:
+        super().new_file(field_name, file_name, *args, **kwargs)
+        if self.writer is not None:
+            # One log per upload: a second file part is not ours to keep.
+            raise StopUpload(connection_reset=False)
+        self.writer = UploadWriter(self.team, file_name, max_bytes=self.max_bytes)
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
+        if self.writer is None:
+            return raw_data
+        try:
+            self.writer.write(raw_data)
+        except UploadTooLarge:
+            self.too_large = True
+            raise StopUpload(connection_reset=False) from None
+        return None
+
+    def file_complete(self, file_size: int) -> UploadedFile[bytes] | None:
+        if self.writer is None:
+            return None
+        path = self.writer.close()
+        return SpooledUpload(path, self.file_name or "upload.log", self.content_type, file_size)
+
+    def upload_interrupted(self) -> None:
+        if self.writer is not None:
+            self.writer.discard()
