@@ -10,9 +10,11 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from mcptax import textdiff
 from mcptax import verdict_rules as fidelity
 from mcptax.fingerprints import KINDS, candidate_keys, fingerprints, lookup_key, rank_candidates
-from mcptax.verdict_rules import Verdict, canonical, diff_context, judge, verdict_counts_order
+from mcptax.textdiff import diff_context
+from mcptax.verdict_rules import CopyVerdict, canonical, judge_copy, verdict_counts_order
 
 
 def sha(value: str | list) -> str:
@@ -24,9 +26,9 @@ def size(value: str | list) -> int:
     return len(value.encode("utf-8") if isinstance(value, str) else canonical(value).encode("utf-8"))
 
 
-def judge_content(arrived: str | list, expected: str | list, **kwargs) -> Verdict:
+def judge_content(arrived: str | list, expected: str | list, **kwargs) -> CopyVerdict:
     """Both contents known, hashes computed independently of the module under test."""
-    return judge(
+    return judge_copy(
         arrived,
         arrived_sha256=sha(arrived),
         arrived_bytes=size(arrived),
@@ -36,8 +38,8 @@ def judge_content(arrived: str | list, expected: str | list, **kwargs) -> Verdic
     )
 
 
-def judge_expected_hash_only(arrived: str | list, expected: str | list) -> Verdict:
-    return judge(
+def judge_expected_hash_only(arrived: str | list, expected: str | list) -> CopyVerdict:
+    return judge_copy(
         arrived,
         arrived_sha256=sha(arrived),
         arrived_bytes=size(arrived),
@@ -46,8 +48,8 @@ def judge_expected_hash_only(arrived: str | list, expected: str | list) -> Verdi
     )
 
 
-def judge_arrived_hash_only(arrived: str | list, expected: str | list) -> Verdict:
-    return judge(
+def judge_arrived_hash_only(arrived: str | list, expected: str | list) -> CopyVerdict:
+    return judge_copy(
         None,
         arrived_sha256=sha(arrived),
         arrived_bytes=size(arrived),
@@ -220,20 +222,20 @@ def test_precedence_order_and_counts_order():
 def test_capture_truncated_wins_over_everything():
     for arrived, expected in [(LOREM, LOREM), ("abc", "xyz"), (list(range(5)), list(range(9)))]:
         assert judge_content(arrived, expected, capture_truncated=True).verdict == "capture_truncated"
-    hash_only = judge(None, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None,
+    hash_only = judge_copy(None, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None,
                       capture_truncated=True)  # fmt: skip
     assert hash_only.verdict == "capture_truncated"
 
 
 def test_unverifiable_without_expected_hash():
-    result = judge(
+    result = judge_copy(
         LOREM, arrived_sha256=sha(LOREM), arrived_bytes=size(LOREM), expected_sha256=None, expected=None
     )
     assert result.verdict == "unverifiable"
 
 
 def test_expected_content_without_hash_is_hashed():
-    result = judge(
+    result = judge_copy(
         "abc\n", arrived_sha256=sha("abc\n"), arrived_bytes=4, expected_sha256=None, expected="abc"
     )
     assert result.verdict == "newline_only"
@@ -241,13 +243,13 @@ def test_expected_content_without_hash_is_hashed():
 
 def test_inconsistent_inputs_raise():
     with pytest.raises(ValueError):
-        judge("abc", arrived_sha256=sha("abd"), arrived_bytes=3, expected_sha256=None, expected=None)
+        judge_copy("abc", arrived_sha256=sha("abd"), arrived_bytes=3, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
-        judge("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
+        judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
-        judge("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("x"), expected="y")
+        judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("x"), expected="y")
     with pytest.raises(TypeError):
-        judge({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
+        judge_copy({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
 
 
 def test_to_dict_round_trips_through_json():
@@ -306,9 +308,9 @@ def test_hash_only_without_a_hit_is_mismatch():
     assert judge_expected_hash_only(DOC_LF[:10], DOC_LF).verdict == "mismatch"  # prefix needs content
     assert judge_expected_hash_only(list(range(5)), list(range(9))).verdict == "mismatch"
     assert judge_arrived_hash_only(DOC_LF.replace("two", "2"), DOC_LF).verdict == "mismatch"
-    neither = judge(None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("b"), expected=None)
+    neither = judge_copy(None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("b"), expected=None)
     assert neither.verdict == "mismatch"
-    both_hashes_equal = judge(
+    both_hashes_equal = judge_copy(
         None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("a"), expected=None
     )
     assert both_hashes_equal.verdict == "exact"
@@ -363,7 +365,7 @@ def test_diff_context_marks_invisible_characters_and_snaps_to_char():
     snapped = diff_context(arrived, expected, inside_emoji, radius=3)
     assert snapped["expected"]["after"] == "😀 g"
     assert snapped["expected"]["before"] == "ta "
-    assert fidelity.show_invisible("\x00\x1b\u200b\ufeff\u00a0") == "␀␛⟨ZWSP⟩⟨BOM⟩⍽"
+    assert textdiff.show_invisible("\x00\x1b\u200b\ufeff\u00a0") == "␀␛⟨ZWSP⟩⟨BOM⟩⍽"
 
 
 def test_diff_context_shows_a_missing_end():
@@ -405,15 +407,15 @@ def test_one_megabyte_inputs_are_judged():
 @pytest.mark.timeout(60)
 def test_similarity_worst_cases_stay_bounded():
     # Right at the difflib threshold, with inputs that make Ratcliff/Obershelp work hardest.
-    n = fidelity.EXACT_SIMILARITY_MAX_CHARS
+    n = textdiff.EXACT_SIMILARITY_MAX_CHARS
     for a, b in [
         ("ab" * (n // 2), "ba" * (n // 2)),
         ("a" * n, "a" * (n - 1) + "b"),
         ("a" * 400_000, "b" * 400_000),
     ]:
-        assert 0.0 <= fidelity.similarity(a, b) <= 1.0
-    assert fidelity.similarity("abc", "abc") == 1.0
-    assert fidelity.similarity("", "") == 1.0
+        assert 0.0 <= textdiff.similarity(a, b) <= 1.0
+    assert textdiff.similarity("abc", "abc") == 1.0
+    assert textdiff.similarity("", "") == 1.0
 
 
 # --- properties ----------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Fidelity verdicts for stored bulk arguments (docs/definitions.md), with their evidence.
 
-The pure comparison lives in ``mcptax.verdict_rules.judge``; this module finds what to compare with:
+The pure comparison lives in ``mcptax.verdict_rules.judge_copy``; this module finds what to compare with:
 
 - **Expected hash**, first that applies: the caller's ``expected_sha256``/``sha256`` in the
   arguments (``expected_source="caller"``) or in ``_meta`` (``"meta"``), captured at ingest by
@@ -284,28 +284,28 @@ def _text_of(value: str | list | None) -> str | None:
 
 def _judge(
     arg: BulkArgument, arrived: str | list | None, expected: str | list | None, expected_sha: str | None
-) -> fidelity.Verdict:
+) -> fidelity.CopyVerdict:
     if arg.capture_truncated:
-        return fidelity.Verdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
+        return fidelity.CopyVerdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
     if not arg.sha256:
         # A digest without a usable hash: nothing can be compared.
-        return fidelity.Verdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
+        return fidelity.CopyVerdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
     kwargs = {
         "arrived_sha256": arg.sha256,
         "arrived_bytes": arg.bytes,
         "expected_sha256": expected_sha or None,
     }
     try:
-        return fidelity.judge(arrived, expected=expected, **kwargs)
+        return fidelity.judge_copy(arrived, expected=expected, **kwargs)
     except ValueError:
         pass
     # A stored copy that does not hash as recorded (should not happen): compare texts, and if
     # even that fails fall back to the hashes alone rather than give a verdict on wrong bytes.
     try:
-        return fidelity.judge(_text_of(arrived), expected=_text_of(expected), **kwargs)
+        return fidelity.judge_copy(_text_of(arrived), expected=_text_of(expected), **kwargs)
     except ValueError:
         logger.warning("bulk argument %s: stored content does not match its hash", arg.pk)
-        return fidelity.judge(None, expected=None, **kwargs)
+        return fidelity.judge_copy(None, expected=None, **kwargs)
 
 
 # -- the ingest hook ----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from ingest.capture.models import Agent, BulkArgument, BulkContent, ToolCall
 from ingest.fidelity import selectors as reports
 from ingest.fidelity.costs import PriceBook, call_cost
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
+from mcptax import textdiff
 from mcptax import verdict_rules as fidelity
 
 CALLS_PER_PAGE = 25
@@ -318,10 +319,10 @@ def _diff_for(argument: BulkArgument, expected_texts: dict[str, str]) -> dict[st
         return {"missing": "No content is known under the expected hash, so only the hashes can be compared."}
     offset = evidence.get("first_diff_offset")
     if offset is None:
-        offset = fidelity.first_diff_offset(arrived, expected)
+        offset = textdiff.first_diff_offset(arrived, expected)
     if offset is None:
         return None
-    context = fidelity.diff_context(arrived, expected, offset, radius=DIFF_RADIUS)
+    context = textdiff.diff_context(arrived, expected, offset, radius=DIFF_RADIUS)
     context["line"] = fidelity.utf8(expected)[:offset].count(b"\n") + 1
     return context
 
