@@ -82,10 +82,12 @@ def count_tokens(text: str) -> int:
         return len(_encoding().encode_ordinary(text.encode("utf-8", "replace").decode("utf-8")))
 
 
-def count_lines(text: str) -> int:
-    """Number of ``\\n`` plus one for a non-empty unterminated last line (see module docstring)."""
-    newlines = text.count("\n")
-    return newlines + (1 if text and not text.endswith("\n") else 0)
+def count_lines(content: str | bytes) -> int:
+    """Number of ``\\n`` plus one for a non-empty unterminated last line (see module docstring),
+    of text or of its UTF-8 bytes (the same figure either way)."""
+    if isinstance(content, bytes):
+        return content.count(b"\n") + (1 if content and not content.endswith(b"\n") else 0)
+    return content.count("\n") + (1 if content and not content.endswith("\n") else 0)
 
 
 @dataclass(frozen=True)

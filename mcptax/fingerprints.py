@@ -34,7 +34,7 @@ bytes and within its last 256 bytes — e.g. text prepended (a "Here is the file
 *and* a truncation, or a change near the start of a truncated copy, or Unicode re-encoding
 throughout (NFC↔NFD, smart quotes made ASCII, escaped characters); a truncated copy shorter than
 64 bytes of a longer document; a document shorter than 64 bytes edited anywhere. A hit is a
-*candidate*: the caller confirms it with ``fidelity.judge`` (and should prefer the candidate
+*candidate*: the caller confirms it with ``mcptax.verdict_rules.judge_copy`` (and should prefer the candidate
 matching the most, strongest keys: see :func:`rank_candidates`).
 
 Storing and looking up: keep one row per (document, kind) with ``value`` a 64-character

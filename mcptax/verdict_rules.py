@@ -41,12 +41,12 @@ A verdict says how the copy an agent sent (*arrived*) relates to what it should 
 Precedence: exact, newline_only, line_endings, whitespace_only, truncated, elements_dropped,
 mutated, mismatch — the first that holds wins.
 
-When only hashes are known on one side, :func:`judge` tests cheap hypotheses instead of
+When only hashes are known on one side, `judge_copy` tests cheap hypotheses instead of
 comparing content: it transforms the known text (final newline added/removed, CRLF↔LF, the
 two combined; and when the expected content is known but the arrived one is hash-only, also
 the byte prefix of length ``arrived_bytes`` and the element prefix of matching canonical
 size) and compares hashes. A hit gives the same verdict a content comparison would give, and
-names the hypothesis in ``Verdict.hypothesis``.
+names the hypothesis in ``CopyVerdict.hypothesis``.
 
 Strings are encoded as UTF-8 with ``surrogatepass`` so a lone surrogate that came out of a
 JSON ``\\ud800`` escape still hashes instead of raising.
@@ -54,15 +54,13 @@ JSON ``\\ud800`` escape still hashes instead of raising.
 
 from __future__ import annotations
 
-import re
-from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from difflib import SequenceMatcher
 from typing import Any
 
 # canonical/utf8/sha256_hex are the same definitions the parsers hash with; re-exported here.
 from mcptax.formats.records import canonical, sha256_hex, utf8
+from mcptax.textdiff import first_diff_offset, similarity
 
 EXACT = "exact"
 NEWLINE_ONLY = "newline_only"
@@ -74,7 +72,7 @@ MUTATED = "mutated"
 MISMATCH = "mismatch"
 UNVERIFIABLE = "unverifiable"
 CAPTURE_TRUNCATED = "capture_truncated"
-# Never produced by judge(): the ingest layer counts reference calls under this name.
+# Never produced by judge_copy(): the ingest layer counts reference calls under this name.
 BY_REFERENCE = "by_reference"
 
 # Precedence of the comparison verdicts (docs/definitions.md): the first that holds wins.
@@ -106,16 +104,11 @@ SEVERITY: dict[str, str] = {
     CAPTURE_TRUNCATED: "unknown",
 }
 
-# Below this many characters on both sides the changed middle is compared with difflib
-# (Ratcliff/Obershelp, worst case about 0.1 s at this size); above it a linear estimate is used.
-EXACT_SIMILARITY_MAX_CHARS = 1000
-
 _TERMINATORS = ("\r\n", "\n")
-_TOKEN_RE = re.compile(r"\w+|\s+|[^\w\s]")
 
 
 @dataclass
-class Verdict:
+class CopyVerdict:
     """The verdict for one bulk argument and the evidence behind it.
 
     Evidence fields are ``None`` where they do not apply. ``expected_source`` is left for the
@@ -210,73 +203,6 @@ def truncated_prefix(arrived: str, expected: str) -> str | None:
         if len(prefix) < len(expected) and expected.startswith(prefix):
             return prefix
     return None
-
-
-def common_prefix_length(a: str, b: str) -> int:
-    """Length in characters of the longest common prefix.
-
-    Binary search over slice comparisons: each comparison is a C memcmp, so 1 MB strings cost
-    about 20 linear passes instead of a million Python-level steps.
-    """
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == b[:mid]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def common_suffix_length(a: str, b: str, limit: int | None = None) -> int:
-    """Length of the longest common suffix, at most ``limit`` (to keep it off a shared prefix)."""
-    high = min(len(a), len(b)) if limit is None else min(len(a), len(b), limit)
-    low = 0
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[len(a) - mid :] == b[len(b) - mid :]:
-            low = mid
-        else:
-            high = mid - 1
-    return low
-
-
-def first_diff_offset(a: str, b: str) -> int | None:
-    """UTF-8 byte offset of the first differing character, ``None`` when equal.
-
-    When one string is a prefix of the other the offset is the shorter one's length.
-    """
-    if a == b:
-        return None
-    return len(utf8(a[: common_prefix_length(a, b)]))
-
-
-def similarity(a: str, b: str) -> float:
-    """An estimate of ``difflib.SequenceMatcher(None, a, b).ratio()`` with bounded cost.
-
-    ``2 * M / (len(a) + len(b))`` where ``M`` counts matching characters: the common prefix,
-    the common suffix, and in the changed middle either difflib's matching blocks (when both
-    middles are at most :data:`EXACT_SIMILARITY_MAX_CHARS` characters) or, for larger middles,
-    the characters of word/space/punctuation tokens the two middles share as a multiset. The
-    multiset part ignores order (like ``quick_ratio``), so it can overestimate for reordered
-    text; it is linear in the input, so a 1 MB copy costs milliseconds.
-    """
-    total = len(a) + len(b)
-    if total == 0:
-        return 1.0
-    prefix = common_prefix_length(a, b)
-    suffix = common_suffix_length(a, b, limit=min(len(a), len(b)) - prefix)
-    middle_a = a[prefix : len(a) - suffix]
-    middle_b = b[prefix : len(b) - suffix]
-    if not middle_a or not middle_b:
-        matched_middle = 0
-    elif len(middle_a) <= EXACT_SIMILARITY_MAX_CHARS and len(middle_b) <= EXACT_SIMILARITY_MAX_CHARS:
-        matcher = SequenceMatcher(None, middle_a, middle_b, autojunk=False)
-        matched_middle = sum(block.size for block in matcher.get_matching_blocks())
-    else:
-        shared = Counter(_TOKEN_RE.findall(middle_a)) & Counter(_TOKEN_RE.findall(middle_b))
-        matched_middle = sum(len(token) * count for token, count in shared.items())
-    return min(1.0, 2.0 * (prefix + suffix + matched_middle) / total)
 
 
 # --- hash hypotheses ---------------------------------------------------------------------
@@ -378,22 +304,22 @@ def _arrived_from_hypotheses(
 # --- content comparison ------------------------------------------------------------------
 
 
-def _judge_strings(arrived: str, expected: str, arrived_bytes: int, expected_bytes: int) -> Verdict:
+def _judge_strings(arrived: str, expected: str, arrived_bytes: int, expected_bytes: int) -> CopyVerdict:
     base = {
         "arrived_bytes": arrived_bytes,
         "expected_bytes": expected_bytes,
         "first_diff_offset": first_diff_offset(arrived, expected),
     }
     if is_newline_only(arrived, expected):
-        return Verdict(NEWLINE_ONLY, **base)
+        return CopyVerdict(NEWLINE_ONLY, **base)
     if is_line_endings(arrived, expected):
-        return Verdict(LINE_ENDINGS, **base)
+        return CopyVerdict(LINE_ENDINGS, **base)
     if is_whitespace_only(arrived, expected):
-        return Verdict(WHITESPACE_ONLY, **base)
+        return CopyVerdict(WHITESPACE_ONLY, **base)
     prefix = truncated_prefix(arrived, expected)
     if prefix is not None:
-        return Verdict(TRUNCATED, **base, kept_bytes=len(utf8(prefix)))
-    return Verdict(MUTATED, **base, similarity=round(similarity(arrived, expected), 6))
+        return CopyVerdict(TRUNCATED, **base, kept_bytes=len(utf8(prefix)))
+    return CopyVerdict(MUTATED, **base, similarity=round(similarity(arrived, expected), 6))
 
 
 def _is_subsequence(short: list[str], long: list[str]) -> bool:
@@ -401,7 +327,7 @@ def _is_subsequence(short: list[str], long: list[str]) -> bool:
     return all(any(item == other for other in remaining) for item in short)
 
 
-def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_bytes: int) -> Verdict:
+def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_bytes: int) -> CopyVerdict:
     arrived_items = [canonical(item) for item in arrived]
     expected_items = [canonical(item) for item in expected]
     # The offset is into the canonical JSON text, so diff_context can show it like a string.
@@ -419,15 +345,15 @@ def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_byt
         "first_diff_offset": first_diff_offset(arrived_text, expected_text),
     }
     if len(arrived_items) < len(expected_items) and _is_subsequence(arrived_items, expected_items):
-        return Verdict(ELEMENTS_DROPPED, **base)
-    return Verdict(MUTATED, **base, similarity=round(similarity(arrived_text, expected_text), 6))
+        return CopyVerdict(ELEMENTS_DROPPED, **base)
+    return CopyVerdict(MUTATED, **base, similarity=round(similarity(arrived_text, expected_text), 6))
 
 
 def _as_text(value: str | list) -> str:
     return value if isinstance(value, str) else canonical(value)
 
 
-def judge(
+def judge_copy(
     arrived: str | list | None,
     *,
     arrived_sha256: str,
@@ -435,7 +361,7 @@ def judge(
     expected_sha256: str | None,
     expected: str | list | None,
     capture_truncated: bool = False,
-) -> Verdict:
+) -> CopyVerdict:
     """The fidelity verdict for one bulk argument (see the module docstring for definitions).
 
     ``arrived`` is ``None`` when the log kept only a digest; ``expected`` is ``None`` when no
@@ -444,7 +370,7 @@ def judge(
     sha256 (or byte count): that is a caller bug, and a wrong verdict would be worse.
     """
     if capture_truncated:
-        return Verdict(CAPTURE_TRUNCATED, arrived_bytes=arrived_bytes)
+        return CopyVerdict(CAPTURE_TRUNCATED, arrived_bytes=arrived_bytes)
 
     if arrived is not None:
         raw = content_bytes(arrived)
@@ -461,9 +387,9 @@ def judge(
             raise ValueError("expected content does not match expected_sha256")
 
     if expected_sha256 is None:
-        return Verdict(UNVERIFIABLE, arrived_bytes=arrived_bytes)
+        return CopyVerdict(UNVERIFIABLE, arrived_bytes=arrived_bytes)
     if arrived_sha256 == expected_sha256:
-        return Verdict(EXACT, arrived_bytes=arrived_bytes, expected_bytes=arrived_bytes)
+        return CopyVerdict(EXACT, arrived_bytes=arrived_bytes, expected_bytes=arrived_bytes)
 
     # With one side known only by hash, a cheap hypothesis that reproduces the hash recovers
     # that side's content exactly, so the content comparison below still decides the verdict.
@@ -471,13 +397,13 @@ def judge(
     if expected is None:
         hit = _expected_from_hypotheses(arrived, expected_sha256) if arrived is not None else None
         if hit is None:
-            return Verdict(MISMATCH, arrived_bytes=arrived_bytes)
+            return CopyVerdict(MISMATCH, arrived_bytes=arrived_bytes)
         hypothesis, expected = hit
         expected_bytes = len(content_bytes(expected))
     elif arrived is None:
         hit = _arrived_from_hypotheses(expected, arrived_sha256, arrived_bytes)
         if hit is None:
-            return Verdict(
+            return CopyVerdict(
                 MISMATCH,
                 arrived_bytes=arrived_bytes,
                 expected_bytes=expected_bytes,
@@ -491,84 +417,19 @@ def judge(
     return verdict
 
 
-def _compare(arrived: str | list, expected: str | list, arrived_bytes: int, expected_bytes: int) -> Verdict:
+def _compare(
+    arrived: str | list, expected: str | list, arrived_bytes: int, expected_bytes: int
+) -> CopyVerdict:
     if isinstance(arrived, str) and isinstance(expected, str):
         return _judge_strings(arrived, expected, arrived_bytes, expected_bytes)
     if isinstance(arrived, list) and isinstance(expected, list):
         return _judge_lists(arrived, expected, arrived_bytes, expected_bytes)
     # A string where an array was expected or the reverse: compare the texts that were hashed.
     arrived_text, expected_text = _as_text(arrived), _as_text(expected)
-    return Verdict(
+    return CopyVerdict(
         MUTATED,
         arrived_bytes=arrived_bytes,
         expected_bytes=expected_bytes,
         first_diff_offset=first_diff_offset(arrived_text, expected_text),
         similarity=round(similarity(arrived_text, expected_text), 6),
     )
-
-
-# --- drill-down --------------------------------------------------------------------------
-
-_VISIBLE = {
-    "\n": "↵\n",  # keep the real newline so a <pre> block keeps its line layout
-    "\r": "␍",
-    "\t": "→",
-    "\u00a0": "⍽",
-    "\u200b": "⟨ZWSP⟩",
-    "\u200c": "⟨ZWNJ⟩",
-    "\u200d": "⟨ZWJ⟩",
-    "\u2028": "⟨LS⟩",
-    "\u2029": "⟨PS⟩",
-    "\ufeff": "⟨BOM⟩",
-    "\x7f": "␡",
-}
-
-
-def show_invisible(text: str) -> str:
-    """``text`` with line endings, tabs, control and zero-width characters made visible."""
-    out = []
-    for char in text:
-        if char in _VISIBLE:
-            out.append(_VISIBLE[char])
-        elif ord(char) < 0x20:
-            out.append(chr(0x2400 + ord(char)))  # the Unicode "control pictures" block
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-def _char_index(text: str, byte_offset: int) -> int:
-    """The index of the character that contains ``byte_offset`` of ``utf8(text)``."""
-    raw = utf8(text)
-    byte_offset = max(0, min(byte_offset, len(raw)))
-    # Step back over UTF-8 continuation bytes (0b10xxxxxx) to the start of the character.
-    while byte_offset < len(raw) and byte_offset > 0 and raw[byte_offset] & 0xC0 == 0x80:
-        byte_offset -= 1
-    return len(raw[:byte_offset].decode("utf-8", "surrogatepass"))
-
-
-def diff_context(arrived: str, expected: str, offset: int, radius: int = 80) -> dict[str, Any]:
-    """Text around byte ``offset`` of both sides, with invisible characters made visible.
-
-    For the drill-down page; pass canonical JSON for arrays. ``offset`` is a UTF-8 byte offset
-    (``Verdict.first_diff_offset``); an offset inside a character snaps to its start. Returns
-    ``{"offset", "radius", "expected": side, "arrived": side}`` where each side is
-    ``{"char_offset", "before", "after", "more_before", "more_after", "at_end"}``: ``before`` and
-    ``after`` are the ``radius`` characters either side (made visible), the ``more_*`` flags say
-    whether text was cut off there, and ``at_end`` whether the text ends at ``offset`` (which is
-    what a missing final newline or a truncation looks like).
-    """
-
-    def side(text: str) -> dict[str, Any]:
-        index = _char_index(text, offset)
-        start, end = max(0, index - radius), min(len(text), index + radius)
-        return {
-            "char_offset": index,
-            "before": show_invisible(text[start:index]),
-            "after": show_invisible(text[index:end]),
-            "more_before": start > 0,
-            "more_after": end < len(text),
-            "at_end": index >= len(text),
-        }
-
-    return {"offset": offset, "radius": radius, "expected": side(expected), "arrived": side(arrived)}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from mcp.client.stdio import StdioServerParameters
+
+from mcptax.procgroup import stop_process_group
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 URL_PATHS = {"http": "/mcp", "sse": "/sse"}
@@ -71,19 +72,6 @@ def _accepts_connections(port: int) -> bool:
             return True
     except OSError:
         return False
-
-
-def stop_process_group(process: subprocess.Popen[bytes], grace: float = STOP_GRACE_SECONDS) -> None:
-    """SIGTERM the child's process group, SIGKILL it after ``grace`` seconds, and reap the child."""
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
-    # Also catches helpers the server left behind in its group after exiting itself.
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=grace)
 
 
 @contextlib.contextmanager
@@ -137,7 +125,7 @@ def serve_http(
                 last_error = f"{module_name(server)} did not accept connections within {startup_timeout} s"
                 break
         finally:
-            stop_process_group(process)
+            stop_process_group(process, term_grace=STOP_GRACE_SECONDS, kill_grace=STOP_GRACE_SECONDS)
             if log is not subprocess.DEVNULL:
                 log.close()
     raise ServerStartError(last_error)

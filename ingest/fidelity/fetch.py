@@ -20,6 +20,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 
+from mcptax.bulk import count_lines
+
 DEFAULT_ALLOWED_HOSTS = ("github.com", "raw.githubusercontent.com", "gist.githubusercontent.com")
 GITHUB_BLOB = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/blob/(.+)$")
 MAX_REDIRECTS = 5
@@ -91,12 +93,6 @@ def _check_url(url: str, allowed_hosts: Sequence[str], allow_private: bool) -> N
     if not host_allowed(host, allowed_hosts):
         raise FetchRefused(f"host {host!r} is not on the allow-list ({', '.join(allowed_hosts)})")
     _check_address(host, parts.port or (443 if parts.scheme == "https" else 80), allow_private)
-
-
-def count_lines(data: bytes) -> int:
-    if not data:
-        return 0
-    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
 
 
 def fetch_reference(

@@ -1,6 +1,6 @@
 """Fidelity verdicts for stored bulk arguments (docs/definitions.md), with their evidence.
 
-The pure comparison lives in ``mcptax.verdict_rules.judge``; this module finds what to compare with:
+The pure comparison lives in ``mcptax.verdict_rules.judge_copy``; this module finds what to compare with:
 
 - **Expected hash**, first that applies: the caller's ``expected_sha256``/``sha256`` in the
   arguments (``expected_source="caller"``) or in ``_meta`` (``"meta"``), captured at ingest by
@@ -253,15 +253,15 @@ def _judge(
     arrived: str | list[Any] | None,
     expected: str | list[Any] | None,
     expected_sha: str | None,
-) -> fidelity.Verdict:
+) -> fidelity.CopyVerdict:
     if arg.capture_truncated:
-        return fidelity.Verdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
+        return fidelity.CopyVerdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
     if not arg.sha256:
         # A digest without a usable hash: nothing can be compared.
-        return fidelity.Verdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
+        return fidelity.CopyVerdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
 
-    def compare(arrived: str | list[Any] | None, expected: str | list[Any] | None) -> fidelity.Verdict:
-        return fidelity.judge(
+    def compare(arrived: str | list[Any] | None, expected: str | list[Any] | None) -> fidelity.CopyVerdict:
+        return fidelity.judge_copy(
             arrived,
             expected=expected,
             arrived_sha256=arg.sha256,

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 
 from mcptax.formats import claude_code, codex, envelope, har
-from mcptax.formats.assemble import CallAssembler, Output, Tally, assemble
+from mcptax.formats.assemble import CallAssembler, Output, assemble
 from mcptax.formats.records import (
     DEFAULT_MAX_LINE_BYTES,
     AgentInfo,
@@ -28,6 +28,7 @@ from mcptax.formats.records import (
     load_json,
     normalize_agent_family,
 )
+from mcptax.formats.tally import Tally
 
 FORMATS: tuple[str, ...] = ("envelope", "har", "claude-code", "codex")
 DETECT_BYTES = 64 * 1024

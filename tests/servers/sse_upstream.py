@@ -2,15 +2,17 @@
 
 POST answers with `Mcp-Session-Id: sess-fixed` and `X-Upstream: yes`, and echoes what it
 received (body sha256, the request's Mcp-Session-Id, its path). By default the answer is an
-SSE stream of two events sent PAUSE seconds apart, so a test can see whether a proxy passes
-the first event on before the stream ends; with `X-Want-Json: 1` it is one JSON body.
+SSE stream of two events, the second held back until someone POSTs to `/release` (or HOLD
+seconds pass, a guard against a hung test), so a test can see whether a proxy passes the first
+event on before the stream ends; with `X-Want-Json: 1` it is one JSON body at once.
 
-Usage: python sse_upstream.py PORT [PAUSE]
+Usage: python sse_upstream.py PORT [HOLD]
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import sys
@@ -19,7 +21,16 @@ from typing import Any
 
 import uvicorn
 
-PAUSE = float(sys.argv[2]) if len(sys.argv) > 2 else 1.5
+HOLD = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
+_released: asyncio.Event | None = None
+
+
+def released() -> asyncio.Event:
+    # Created lazily: it must belong to the event loop uvicorn runs.
+    global _released
+    if _released is None:
+        _released = asyncio.Event()
+    return _released
 
 
 async def app(
@@ -35,6 +46,11 @@ async def app(
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
+    if scope["path"] == "/release":
+        released().set()
+        await send({"type": "http.response.start", "status": 204, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+        return
     headers = {name.decode().lower(): value.decode() for name, value in scope["headers"]}
     request = json.loads(body) if body else {}
     echo = {
@@ -72,7 +88,8 @@ async def app(
             "more_body": True,
         }
     )
-    await asyncio.sleep(PAUSE)
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(released().wait(), HOLD)
     await send(
         {
             "type": "http.response.body",

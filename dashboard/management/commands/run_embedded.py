@@ -9,30 +9,38 @@ import signal
 import subprocess
 import sys
 import time
+from argparse import ArgumentParser
+from types import FrameType
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from mcptax.procgroup import stop_process_groups
+
+# How long the web server and the worker get to finish in-flight work before SIGKILL.
+STOP_GRACE_SECONDS = 10.0
 
 
 class Command(BaseCommand):
     help = "Start the web server, a Celery worker with beat, and stop them all on Ctrl-C."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--addr", default=os.environ.get("ADDR", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
         parser.add_argument("--no-worker", action="store_true", help="Only the web server.")
 
-    def handle(self, *args, addr: str, port: int, no_worker: bool, **options):
+    def handle(self, *args: Any, addr: str, port: int, no_worker: bool, **options: Any) -> None:
         # Ctrl-C, a closed terminal or a plain `kill` all end in the same clean shutdown below,
         # even when a parent shell started us with SIGINT ignored.
-        def stop(signum, frame):
+        def stop(signum: int, frame: FrameType | None) -> NoReturn:
             raise KeyboardInterrupt
 
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
         python = sys.executable
         manage = str(settings.BASE_DIR / "manage.py")
-        procs: list[tuple[str, subprocess.Popen]] = []
+        procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
         def start(name: str, cmd: list[str]) -> None:
             procs.append((name, subprocess.Popen(cmd, cwd=settings.BASE_DIR, start_new_session=True)))
@@ -79,13 +87,4 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("\nStopping…")
         finally:
-            for _, proc in procs:
-                if proc.poll() is None:
-                    os.killpg(proc.pid, signal.SIGTERM)
-            deadline = time.monotonic() + 10
-            for _, proc in procs:
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+            stop_process_groups([proc for _, proc in procs], term_grace=STOP_GRACE_SECONDS)

@@ -1,7 +1,9 @@
 """Count the fixed tax of a tools/list JSON file (docs/definitions.md)."""
 
 import json
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -11,12 +13,12 @@ from mcptax import tokens
 class Command(BaseCommand):
     help = "Count the tokens a tools/list costs every request: total, overhead, per tool."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("file", help="tools/list result, bare array of tools, or {initialize, tools}")
         parser.add_argument("--encoding", default="cl100k_base")
         parser.add_argument("--json", action="store_true", help="Print the report as JSON.")
 
-    def handle(self, *args, file: str, encoding: str, **options):
+    def handle(self, *args: Any, file: str, encoding: str, **options: Any) -> None:
         try:
             data = json.loads(Path(file).read_text(encoding="utf-8"))
         except FileNotFoundError:

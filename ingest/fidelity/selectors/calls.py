@@ -23,6 +23,7 @@ from ingest.fidelity.selectors.common import (
     verdict_css,
     verdict_label,
 )
+from mcptax import textdiff
 from mcptax import verdict_rules as fidelity
 from mcptax.formats.records import utf8
 
@@ -263,10 +264,10 @@ def _diff_for(argument: BulkArgument, expected_texts: dict[str, str]) -> dict[st
         return {"missing": "No content is known under the expected hash, so only the hashes can be compared."}
     offset = evidence.get("first_diff_offset")
     if offset is None:
-        offset = fidelity.first_diff_offset(arrived, expected)
+        offset = textdiff.first_diff_offset(arrived, expected)
     if offset is None:
         return None
-    context = fidelity.diff_context(arrived, expected, offset, radius=DIFF_RADIUS)
+    context = textdiff.diff_context(arrived, expected, offset, radius=DIFF_RADIUS)
     context["line"] = utf8(expected)[:offset].count(b"\n") + 1
     return context
 

@@ -25,6 +25,7 @@ from ingest.fidelity import references
 from ingest.fidelity.models import FidelityDaily
 from ingest.fidelity.rollups import JUDGED
 from ingest.fidelity.selectors import totals as rollup_totals
+from mcptax import textdiff
 from mcptax import verdict_rules as fidelity
 from tests.conftest import ROOT
 from tests.helpers import compact, sha
@@ -194,7 +195,7 @@ def assert_expected_verdicts(team, job: IngestJob) -> None:
     assert newline["expected_bytes"] == doc_bytes and newline["arrived_bytes"] == doc_bytes - 1
     assert newline["first_diff_offset"] == doc_bytes - 1
     assert newline["expected_source"] == "reference_document"
-    context = fidelity.diff_context(DOC[:-1], DOC, newline["first_diff_offset"])
+    context = textdiff.diff_context(DOC[:-1], DOC, newline["first_diff_offset"])
     assert context["arrived"]["at_end"] and context["expected"]["after"] == "↵\n"
 
     crlf = arguments["crlf.md"].evidence

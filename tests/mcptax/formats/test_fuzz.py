@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from mcptax.bulk import find_bulk_arguments, resolve_pointer
 from mcptax.formats import LineOutcome, ObservedCall, Tally, UnknownFormatError, detect_format, read_calls
 
-LOGS = Path(__file__).parent / "data" / "logs"
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 JSONL_SAMPLES = {
     "envelope": ["envelope.jsonl", "envelope_redacted.jsonl"],
     "claude-code": ["claude_code_session.jsonl"],

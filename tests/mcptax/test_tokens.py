@@ -12,16 +12,16 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
 import tiktoken
 
 from mcptax import tokens
+from tests.helpers import wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data" / "tools"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "tests" / "data" / "tools"
 FIXTURES = sorted(DATA.glob("*.json"))
 REPORT_KEYS = {
     "encoding",
@@ -122,8 +122,10 @@ def test_account_matches_independent_computation(path: Path):
         assert figures.schema_tokens == (
             ref_tokens(ref_compact(tool["inputSchema"])) if "inputSchema" in tool else 0
         )
-    # The parts add up to the total, exactly.
-    assert sum(t.tokens for t in report.tools) + report.overhead_tokens == report.fixed_tax_tokens
+    # Overhead is what the list costs beyond its tools counted one by one (brackets, commas and the
+    # merges across tool boundaries), counted here without the module's own per-tool figures.
+    per_tool = sum(ref_tokens(ref_compact(ref_visible(tool))) for tool in tool_list)
+    assert report.overhead_tokens == ref_tokens(payload) - per_tool
     assert report.fixed_tax_tokens > 0
 
 
@@ -363,20 +365,22 @@ def test_hanging_download_is_bounded(silent_proxy, tmp_path):
     proxy = f"http://127.0.0.1:{silent_proxy.port}"
     result = run_python(
         """
-        import time
+        import threading
         from mcptax import tokens
         tokens.LOAD_TIMEOUT_SECONDS = 1.0
-        started = time.monotonic()
+
+        def loaders():
+            return sum(t.name.startswith("tiktoken-load-o200k") for t in threading.enumerate())
+
         try:
             tokens.get_encoding("o200k_base")
         except tokens.EncodingUnavailable as exc:
-            print("UNAVAILABLE", round(time.monotonic() - started, 1), exc)
-        # Remembered: the second call does not wait again.
-        started = time.monotonic()
+            print("UNAVAILABLE", loaders(), exc)
+        # Remembered: the second call starts no new download and fails the same way.
         try:
             tokens.get_encoding("o200k_base")
-        except tokens.EncodingUnavailable:
-            print("AGAIN", round(time.monotonic() - started, 1))
+        except tokens.EncodingUnavailable as exc:
+            print("AGAIN", loaders(), exc)
         print(tokens.count("hello world"))
         """,
         {"HTTPS_PROXY": proxy, "HTTP_PROXY": proxy, "TIKTOKEN_CACHE_DIR": str(tmp_path)},
@@ -384,15 +388,12 @@ def test_hanging_download_is_bounded(silent_proxy, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("UNAVAILABLE") and "did not load within 1s" in lines[0]
-    assert float(lines[0].split()[1]) < 5
-    assert lines[1].startswith("AGAIN") and float(lines[1].split()[1]) < 0.5
+    # The download is still hanging in its (daemon) loader when the call gives up: the bound fired.
+    assert lines[0].startswith("UNAVAILABLE 1 ") and "did not load within 1s" in lines[0]
+    assert lines[1] == "AGAIN 1 " + lines[0].removeprefix("UNAVAILABLE 1 ")
     assert lines[2] == "2"
     # It really did try the network (through our proxy) and gave up on its own.
-    deadline = time.monotonic() + 2
-    while not silent_proxy.connections and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert silent_proxy.connections
+    assert wait_until(lambda: silent_proxy.connections, timeout=10, message="a connection to the proxy")
 
 
 def test_other_encodings_load_through_tiktoken_and_report_their_name(tmp_path):

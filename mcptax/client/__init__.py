@@ -1,0 +1,41 @@
+"""The poller's MCP client: fetch a server's complete ``tools/list``, exactly as the server sent it.
+
+Everything protocol-level goes through the official SDK (``mcp.Client``: version negotiation with
+the ``server/discover`` probe and ``initialize`` fallback, JSON-RPC dispatch, pagination calls).
+Two things are added around it, both through the SDK's public ``Transport`` seam:
+
+- a tap on the transport's streams (:mod:`.tap`) records the raw JSON-RPC ``result`` of every
+  ``tools/list`` answer, because the snapshot identity is the sha256 of exactly what the server
+  sent (key order, unknown keys and all);
+- byte limits, so an unbounded or hostile server cannot exhaust the worker's memory: the stdio
+  transport is our own (:mod:`.stdio`), bounded per message, and HTTP responses are read through a
+  byte-counting httpx transport (:mod:`.http`).
+
+Failures are mapped to one poll outcome (:mod:`.errors`); :mod:`.fetch` is the entry point.
+This package must not import Django.
+"""
+
+from mcptax.client.fetch import ENVELOPE_SLACK_BYTES, MAX_PAGES, fetch_tools, fetch_tools_sync
+from mcptax.client.target import (
+    OUTCOMES,
+    FetchResult,
+    Outcome,
+    PollError,
+    ServerTarget,
+    TransportKind,
+    canonical_bytes,
+)
+
+__all__ = [
+    "ENVELOPE_SLACK_BYTES",
+    "MAX_PAGES",
+    "OUTCOMES",
+    "FetchResult",
+    "Outcome",
+    "PollError",
+    "ServerTarget",
+    "TransportKind",
+    "canonical_bytes",
+    "fetch_tools",
+    "fetch_tools_sync",
+]

@@ -1,0 +1,192 @@
+"""The fetch API: connect, negotiate, read every ``tools/list`` page, count prompts and
+resources, disconnect; for async callers and, through a private event loop, synchronous ones."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcptax.client.errors import classify
+from mcptax.client.http import sse, streamable_http
+from mcptax.client.stdio import bounded_stdio
+from mcptax.client.tap import Capture, TappedTransport
+from mcptax.client.target import FetchResult, PollError, ServerTarget
+
+# One message may carry a little more than the tools themselves (JSON-RPC envelope, _meta), so the
+# transports allow this much above max_bytes; the exact limit is applied to the tools/list results.
+ENVELOPE_SLACK_BYTES = 256 * 1024
+MAX_PAGES = 1000
+
+
+async def _count_listing(list_page: Callable[..., Awaitable[Any]], attribute: str) -> int | None:
+    total = 0
+    cursor: str | None = None
+    seen: set[str] = set()
+    for _ in range(MAX_PAGES):
+        try:
+            page = await list_page(cursor=cursor)
+        except MCPError:
+            return None  # advertised but not served: unknown, not zero
+        total += len(getattr(page, attribute))
+        cursor = page.next_cursor
+        if not cursor or cursor in seen:
+            return total
+        seen.add(cursor)
+    return total
+
+
+def _validate_limits(connect_timeout: float, total_timeout: float, max_bytes: int) -> None:
+    if connect_timeout <= 0 or total_timeout <= 0:
+        raise ValueError("timeouts must be positive")
+    if max_bytes <= 0:
+        raise ValueError("max_bytes must be positive")
+
+
+async def fetch_tools(
+    target: ServerTarget,
+    *,
+    connect_timeout: float,
+    total_timeout: float,
+    max_bytes: int,
+    include_prompts_resources: bool = True,
+) -> FetchResult:
+    """Connect, negotiate, fetch every ``tools/list`` page, and disconnect.
+
+    ``connect_timeout`` bounds starting the server (or the TCP connect) plus the handshake;
+    ``total_timeout`` bounds the whole exchange (stopping a stdio server may take up to a few
+    seconds more, shielded). ``max_bytes`` bounds the sum of the raw ``tools/list`` results
+    (``payload_bytes``). Prompts and resources are counted only when advertised, and only with
+    the time left; a count that could not be taken is ``None``.
+
+    Raises ``PollError`` with one of the outcomes in ``OUTCOMES``.
+    """
+    _validate_limits(connect_timeout, total_timeout, max_bytes)
+    capture = Capture(max_bytes)
+    message_limit = max_bytes + ENVELOPE_SLACK_BYTES
+    started = anyio.current_time()
+    wall_started = time.monotonic()
+    if target.transport == "stdio":
+        inner: AbstractAsyncContextManager[Any] = bounded_stdio(target, capture, message_limit)
+    elif target.transport == "http":
+        inner = streamable_http(target, capture, message_limit, connect_timeout, total_timeout)
+    else:
+        inner = sse(target, capture, message_limit, connect_timeout, total_timeout)
+
+    result: FetchResult | None = None
+    phase = "connect"
+    scope = anyio.CancelScope(deadline=started + min(connect_timeout, total_timeout))
+    try:
+        with scope:
+            async with Client(TappedTransport(inner, capture), cache=None) as client:
+                phase = "tools/list"
+                # One scope for the whole exchange: the connect budget is spent, the rest of the
+                # total budget now applies.
+                scope.deadline = started + total_timeout
+                result = await _list_all_tools(client, capture)
+                result.handshake = capture.handshake
+                if include_prompts_resources:
+                    phase = "prompts/list and resources/list"
+                    capabilities = client.server_capabilities
+                    if capabilities.prompts is not None:
+                        result.prompts_count = await _count_listing(client.list_prompts, "prompts")
+                    if capabilities.resources is not None:
+                        result.resources_count = await _count_listing(client.list_resources, "resources")
+    except Exception as exc:
+        # A failure after the tools arrived (counting prompts, tearing down) loses nothing.
+        if result is None:
+            if isinstance(exc, PollError):
+                raise
+            if capture.fault is not None:
+                raise capture.fault from exc
+            if scope.cancel_called:
+                raise _timeout_error(phase, capture, connect_timeout, total_timeout) from exc
+            raise classify(exc, target, capture) from exc
+    if result is None:
+        if capture.fault is not None:
+            raise capture.fault
+        raise _timeout_error(phase, capture, connect_timeout, total_timeout)
+    result.elapsed_seconds = time.monotonic() - wall_started
+    return result
+
+
+def _timeout_error(phase: str, capture: Capture, connect_timeout: float, total_timeout: float) -> PollError:
+    if phase == "connect":
+        return PollError(
+            "timeout",
+            f"no answer to {capture.waiting_for()} within the connect timeout "
+            f"({min(connect_timeout, total_timeout):g} s)",
+        )
+    return PollError(
+        "timeout", f"no answer to {capture.waiting_for()} within the total timeout ({total_timeout:g} s)"
+    )
+
+
+async def _list_all_tools(client: Client, capture: Capture) -> FetchResult:
+    cursor: str | None = None
+    seen: set[str] = set()
+    for page_number in range(1, MAX_PAGES + 1):
+        page = await client.list_tools(cursor=cursor)
+        if capture.fault is not None:
+            raise capture.fault
+        if len(capture.pages) != page_number:
+            raise PollError("protocol_error", "a tools/list answer was not seen on the wire")
+        cursor = page.next_cursor
+        if not cursor:
+            break
+        if cursor in seen:
+            raise PollError(
+                "protocol_error", f"tools/list repeated the cursor {cursor!r}; it would never end"
+            )
+        seen.add(cursor)
+    else:
+        raise PollError("protocol_error", f"tools/list did not end within {MAX_PAGES} pages")
+    info = client.server_info
+    return FetchResult(
+        tools=[tool for raw_page in capture.pages for tool in raw_page.get("tools", [])],
+        server_name=info.name if info else None,
+        server_version=info.version if info else None,
+        server_title=info.title if info else None,
+        protocol_version=client.protocol_version,
+        instructions=client.instructions,
+        prompts_count=None,
+        resources_count=None,
+        pages=len(capture.pages),
+        payload_bytes=capture.payload_bytes,
+        raw_pages=list(capture.pages),
+    )
+
+
+def fetch_tools_sync(
+    target: ServerTarget,
+    *,
+    connect_timeout: float,
+    total_timeout: float,
+    max_bytes: int,
+    include_prompts_resources: bool = True,
+) -> FetchResult:
+    """``fetch_tools`` for synchronous callers (Celery tasks, management commands)."""
+    call = functools.partial(
+        fetch_tools,
+        target,
+        connect_timeout=connect_timeout,
+        total_timeout=total_timeout,
+        max_bytes=max_bytes,
+        include_prompts_resources=include_prompts_resources,
+    )
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(call)
+    # Called from a thread that already runs an event loop (an async view, a notebook): a
+    # private loop in a worker thread, since this loop cannot be re-entered.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(anyio.run, call).result()

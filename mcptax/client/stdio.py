@@ -1,0 +1,167 @@
+"""Our own stdio transport (the SDK's reads a line of any length): each message is bounded, and
+the server runs in its own process group which, whatever happens (success, error, timeout, caller
+cancellation), gets its stdin closed, then is stopped by :mod:`mcptax.procgroup` and reaped."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+from mcptax.client.tap import Capture, too_large_message
+from mcptax.client.target import PollError, ServerTarget, preview
+from mcptax.procgroup import stop_process_group_async, wait_for_exit
+
+STDERR_TAIL_BYTES = 2048
+# Shutdown of a stdio server, in seconds: after stdin closes, after SIGTERM, after SIGKILL.
+STDIN_CLOSE_GRACE = 0.5
+SIGTERM_GRACE = 1.0
+SIGKILL_GRACE = 2.0
+# How long a crashed server may take to report its exit status, for the error message.
+EXIT_STATUS_WAIT = 0.5
+
+
+async def _stop_server(process: anyio.abc.Process) -> None:
+    """Close stdin (a well-behaved server exits on EOF), then stop its process group."""
+    with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        if process.stdin is not None:
+            await process.stdin.aclose()
+    await wait_for_exit(process, STDIN_CLOSE_GRACE)
+    await stop_process_group_async(process, term_grace=SIGTERM_GRACE, kill_grace=SIGKILL_GRACE)
+
+
+@asynccontextmanager
+async def bounded_stdio(
+    target: ServerTarget, capture: Capture, message_limit: int
+) -> AsyncIterator[tuple[Any, Any]]:
+    env = get_default_environment() | dict(target.env)
+    try:
+        process = await anyio.open_process(
+            [target.command, *target.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=target.cwd,
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise PollError("connect_error", f"cannot start {target.command!r}: {exc}") from exc
+
+    to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    to_server, from_session = anyio.create_memory_object_stream[SessionMessage](16)
+    stderr_tail = bytearray()
+    stderr_done = anyio.Event()
+    shutting_down = False
+
+    def crash_message(what: str) -> str:
+        code = process.returncode
+        status = f"exited with code {code}" if code is not None else "is still running"
+        tail = bytes(stderr_tail).decode("utf-8", errors="replace").strip()
+        return f"{what} while waiting for {capture.waiting_for()}; the process {status}" + (
+            f"; stderr ends: {tail[-500:]}" if tail else ""
+        )
+
+    async def deliver(line: bytes) -> bool:
+        if not line.strip():
+            return True
+        if len(line) > message_limit:
+            capture.set_fault(too_large_message(len(line), capture, message_limit))
+            return False
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            capture.set_fault(
+                PollError(
+                    "protocol_error",
+                    f"the server wrote a line that is not a JSON-RPC message while answering "
+                    f"{capture.waiting_for()}: {preview(line)!r}",
+                )
+            )
+            return False
+        await to_session.send(SessionMessage(message))
+        return True
+
+    async def pump_stdout() -> None:
+        assert process.stdout is not None
+        buffer = bytearray()
+        scan_from = 0
+        async with to_session:
+            try:
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    while (newline := buffer.find(b"\n", scan_from)) >= 0:
+                        line = bytes(buffer[:newline])
+                        del buffer[: newline + 1]
+                        scan_from = 0
+                        if not await deliver(line):
+                            return
+                    scan_from = len(buffer)
+                    if len(buffer) > message_limit:
+                        # Stop reading now: the rest of this message is never buffered.
+                        capture.set_fault(too_large_message(len(buffer), capture, message_limit))
+                        return
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            if shutting_down:
+                return
+            await wait_for_exit(process, EXIT_STATUS_WAIT)
+            # Its last words on stderr are the most useful part of a crash report.
+            with anyio.move_on_after(EXIT_STATUS_WAIT):
+                await stderr_done.wait()
+            if buffer.strip():
+                what = f"the server stopped in the middle of a message ({len(buffer)} bytes unterminated)"
+            else:
+                what = "the server closed its output"
+            capture.set_fault(PollError("crashed", crash_message(what)))
+
+    async def pump_stderr() -> None:
+        assert process.stderr is not None
+        try:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in process.stderr:
+                    stderr_tail.extend(chunk)
+                    del stderr_tail[:-STDERR_TAIL_BYTES]
+        finally:
+            stderr_done.set()
+
+    async def pump_stdin() -> None:
+        assert process.stdin is not None
+        async with from_session:
+            async for item in from_session:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                try:
+                    await process.stdin.send(data.encode("utf-8"))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    if not shutting_down:
+                        await wait_for_exit(process, EXIT_STATUS_WAIT)
+                        capture.set_fault(PollError("crashed", crash_message("the server stopped reading")))
+                        await to_session.aclose()
+                    return
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pump_stdout)
+            tg.start_soon(pump_stderr)
+            tg.start_soon(pump_stdin)
+            try:
+                yield from_server, to_server
+            finally:
+                shutting_down = True
+                # Shielded so that a timeout or a cancelled caller still stops and reaps the server.
+                with anyio.CancelScope(shield=True):
+                    await _stop_server(process)
+                tg.cancel_scope.cancel()
+    finally:
+        # Only reached without the shielded stop if the task group failed to start.
+        if process.returncode is None:
+            with anyio.CancelScope(shield=True):
+                await _stop_server(process)
