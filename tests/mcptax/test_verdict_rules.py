@@ -453,7 +453,9 @@ def test_property_hash_only_agrees_with_content(x, eol, newline):
         arrived += "\n"
     elif newline == "add_crlf":
         arrived += "\r\n"
-    elif newline == "remove_lf":
+    elif newline == "remove_lf" and not arrived.endswith("\r\n"):
+        # Removing a final newline removes the whole terminator; cutting a CRLF in half (leaving a
+        # lone CR) is not a damage the hash hypotheses model, so it is not drawn here.
         arrived = arrived.removesuffix("\n")
     elif newline == "remove_crlf":
         arrived = arrived.removesuffix("\r\n")
