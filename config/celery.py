@@ -24,7 +24,6 @@ app.conf.update(
         "dashboard.tasks.dispatch_due_polls": {"queue": "poll"},
         "ingest.tasks.*": {"queue": "ingest"},
         "dashboard.tasks.deliver_notification": {"queue": "notify"},
-        "dashboard.tasks.send_*": {"queue": "notify"},
         "dashboard.tasks.sweep_notifications": {"queue": "notify"},
     },
     task_acks_late=True,
