@@ -1,8 +1,19 @@
 from django.urls import path
 
+from ingest.fidelity import scratch_embeds
 from ingest.fidelity import views as views
 
 urlpatterns = [
+    path(
+        "t/<slug:team_slug>/agents/panel/",
+        scratch_embeds.fidelity_overview_panel,
+        name="fidelity_overview_panel",
+    ),
+    path(
+        "t/<slug:team_slug>/servers/<uuid:code>/unused-tools/",
+        scratch_embeds.fidelity_unused_tools,
+        name="fidelity_unused_tools",
+    ),
     path("t/<slug:team_slug>/agents/", views.agents_list, name="fidelity_agents"),
     path("t/<slug:team_slug>/agents/<str:family>/", views.agent_detail, name="fidelity_agent"),
     path("t/<slug:team_slug>/calls/<int:call_id>/", views.call_detail, name="fidelity_call"),
