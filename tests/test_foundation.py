@@ -166,7 +166,7 @@ def test_members_cannot_create_tokens(client, team, user_factory):
 @pytest.mark.django_db(transaction=True)
 def test_real_celery_worker_on_redis_writes_to_postgresql(postgres_and_redis, celery_worker_process):
     from dashboard.system.models import WorkerHeartbeat
-    from dashboard.tasks import worker_heartbeat
+    from dashboard.system.tasks import worker_heartbeat
 
     name = f"ci-probe-{os.getpid()}"
     worker_heartbeat.delay(name)

@@ -109,7 +109,7 @@ def deliveries_for(alert: Alert) -> list[Delivery]:
 
 
 def test_transient_failures_are_retried_and_the_alert_arrives_once(team, eager_celery, settings):
-    from dashboard.tasks import deliver_notification
+    from dashboard.alerts.tasks import deliver_notification
 
     settings.NOTIFY_RETRY_BASE_SECONDS = 0.01
     with Receiver([500, 500, 200]) as hook:
@@ -339,7 +339,7 @@ def test_channel_pages_are_team_scoped_and_admin_only_for_changes(
 def test_real_worker_delivers_once_even_when_the_task_is_sent_twice(
     postgres_and_redis, celery_worker_process, team
 ):
-    from dashboard.tasks import deliver_notification
+    from dashboard.alerts.tasks import deliver_notification
 
     with Receiver() as hook:
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})

@@ -297,7 +297,7 @@ def test_non_admins_cannot_register_stdio_servers(team, user_factory):
 def test_real_worker_polls_and_survives_a_hanging_server(
     postgres_and_redis, celery_worker_process, team, settings
 ):
-    from dashboard.tasks import poll_server_task
+    from dashboard.servers.tasks import poll_server_task
 
     hang = _stdio_server(team, "hang", "misbehaving", "--mode", "hang")
     good = _stdio_server(team, "good", "lean")

@@ -1,7 +1,7 @@
 """Threshold evaluation: limits beside each snapshot, alerts opened, escalated and resolved.
 
 Runs on every new snapshot (`snapshot_recorded`, after the snapshot commits) and on demand
-(`evaluate_server`). The CI gate reuses `measure_values` and `judge` so a pull request is held to
+(`evaluate_server`). The CI gate reuses `measure_values` and `check_rule` so a pull request is held to
 exactly the rules the dashboard alerts on.
 
 Public for other evaluators (the fidelity rules call these):
@@ -25,14 +25,12 @@ from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.dispatch import receiver
 from django.utils import timezone
 
 from dashboard.alerts.models import SERVER_MEASURES, Alert, AlertState, Level, Measure, Threshold
 from dashboard.alerts.notify.delivery import create_event
 from dashboard.alerts.notify.models import EventKind
 from dashboard.servers.models import McpServer, Snapshot, Stack
-from dashboard.servers.polling import snapshot_recorded
 from dashboard.teams.models import Team
 
 log = logging.getLogger(__name__)
@@ -120,7 +118,9 @@ class RuleResult:
         }
 
 
-def judge(measure: str, value: float, by_level: dict[str, Threshold], detail: str = "") -> RuleResult | None:
+def check_rule(
+    measure: str, value: float, by_level: dict[str, Threshold], detail: str = ""
+) -> RuleResult | None:
     """The worst breached level, else the nearest limit (warning before error)."""
     if not by_level:
         return None
@@ -169,12 +169,12 @@ def measure_values(figures: Figures) -> dict[str, tuple[float, str]]:
     return values
 
 
-def judge_all(thresholds: ThresholdsByMeasure, values: dict[str, tuple[float, str]]) -> list[RuleResult]:
+def check_rules(thresholds: ThresholdsByMeasure, values: dict[str, tuple[float, str]]) -> list[RuleResult]:
     results = []
     for measure in SERVER_MEASURE_ORDER:
         if measure in values and measure in thresholds:
             value, detail = values[measure]
-            result = judge(measure, value, thresholds[measure], detail)
+            result = check_rule(measure, value, thresholds[measure], detail)
             if result is not None:
                 results.append(result)
     return results
@@ -347,7 +347,7 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
     """Store the limits beside the snapshot; when it is the server's current one, update alerts too."""
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=snapshot.server_id)
     thresholds = server_thresholds(server)
-    results = judge_all(thresholds, measure_values(snapshot_figures(snapshot)))
+    results = check_rules(thresholds, measure_values(snapshot_figures(snapshot)))
     limits = {r.measure: r.limits_entry() for r in results}
     Snapshot.objects.filter(pk=snapshot.pk).update(limits=limits)
     snapshot.limits = limits
@@ -415,7 +415,7 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
     if not by_level:
         return None, resolve_alert(stack.team, key, snapshot=snapshot)
     value = float(stack_fixed_tax(stack))
-    result = judge(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
+    result = check_rule(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
     if result.breached:
         message = describe(result, f"Stack {stack.name}")
         change = open_or_update_alert(
@@ -455,8 +455,8 @@ def evaluate_team(team: Team) -> int:
     return count
 
 
-@receiver(snapshot_recorded, dispatch_uid="dashboard.alerts.budgets.on_snapshot_recorded")
-def on_snapshot_recorded(sender, snapshot: Snapshot, **kwargs) -> None:
+def on_snapshot_recorded(sender: object, snapshot: Snapshot, **kwargs: object) -> None:
+    """Receiver of `snapshot_recorded` (connected in DashboardConfig.ready)."""
     try:
         evaluate_snapshot(snapshot)
     except Exception:

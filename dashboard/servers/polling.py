@@ -1,6 +1,7 @@
 """Polling: claim a server, fetch its tools/list, record a snapshot or the failure.
 
-Plain functions; `dashboard.tasks` wraps them for Celery, the `poll` command calls them directly.
+Plain functions; `dashboard.servers.tasks` wraps them for Celery, the `poll` command calls them
+directly.
 """
 
 from __future__ import annotations
@@ -9,13 +10,13 @@ import hashlib
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.dispatch import Signal
 from django.utils import timezone
 
 from dashboard.servers.models import (
@@ -27,14 +28,12 @@ from dashboard.servers.models import (
     SnapshotTool,
     ToolsDocument,
 )
+from dashboard.servers.signals import snapshot_recorded
 from mcptax import findings as findings_mod
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget, fetch_tools_sync
 
 log = logging.getLogger(__name__)
-
-# Sent once per new snapshot; budgets and alerts listen to it.
-snapshot_recorded = Signal()
 
 
 @dataclass
@@ -237,19 +236,14 @@ def _after_new_snapshot(snapshot: Snapshot) -> None:
     transaction.on_commit(lambda: snapshot_recorded.send(sender=Snapshot, snapshot=snapshot))
 
 
-def dispatch_due(now=None, enqueue=None) -> list[int]:
-    """Find servers due for a poll and hand each to `enqueue` (the Celery task by default).
+def dispatch_due(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
+    """Find servers due for a poll and hand each server's id to `enqueue` (the caller's: beat's
+    task passes the poll task's `.delay`).
 
     next_poll_at is pushed forward when dispatching, so beat ticking again before the poll runs
     does not enqueue the same server twice.
     """
     now = now or timezone.now()
-    if enqueue is None:
-        from dashboard.tasks import poll_server_task
-
-        def enqueue(pk: int) -> None:
-            poll_server_task.delay(pk)
-
     dispatched = []
     for server in (
         McpServer.objects.due(now).filter(polling_since__isnull=True).only("pk", "poll_interval_seconds")

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from django.db.models import F, OuterRef, Prefetch, Subquery, Window
+from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from dashboard.alerts.models import Alert
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
 from dashboard.teams.models import Team
 
@@ -426,15 +425,37 @@ def tool_rows(
     return rows, removed, sort
 
 
-def server_alerts(server: McpServer) -> list[Alert]:
+class AlertMark(Protocol):
+    """What the server page's chart shows of an alert. Alerts live in dashboard.alerts, which
+    depends on this package, so they are reached through the `alerts` reverse relation."""
+
+    level: str
+    message: str
+    opened_at: datetime
+    snapshot_id: int | None
+
+
+def server_alerts(server: McpServer) -> list[AlertMark]:
     return list(
-        Alert.objects.filter(server=server)
-        .only("pk", "level", "message", "opened_at", "state", "measure", "snapshot_id")
-        .order_by("opened_at")[:500]
+        server.alerts.only("pk", "level", "message", "opened_at", "state", "measure", "snapshot_id").order_by(
+            "opened_at"
+        )[:500]
     )
 
 
-def poll_runs(server: McpServer):
+def snapshot_of(server: McpServer, pk: int) -> Snapshot | None:
+    return Snapshot.objects.filter(server=server, pk=pk).first()
+
+
+def snapshots_with_documents(server: McpServer, pks: list[int]) -> dict[int, Snapshot]:
+    return {s.pk: s for s in Snapshot.objects.filter(server=server, pk__in=pks).select_related("document")}
+
+
+def last_poll_run(server: McpServer) -> PollRun | None:
+    return server.poll_runs.order_by("-started", "-pk").first()
+
+
+def poll_runs(server: McpServer) -> QuerySet[PollRun]:
     return (
         PollRun.objects.filter(server=server)
         .select_related("snapshot")

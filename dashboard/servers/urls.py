@@ -13,16 +13,11 @@ server_urls = [
 
 team_urls = [
     path("", views.team_overview, name="team_overview"),
-    path("settings/", views.team_settings, name="team_settings"),
-    path("settings/tokens/", views.create_api_token, name="create_api_token"),
-    path("settings/tokens/<int:token_id>/revoke/", views.revoke_api_token, name="revoke_api_token"),
     path("servers/add/", views.server_add, name="server_add"),
     path("servers/<uuid:code>/", include(server_urls)),
     path("stacks/", views.stacks, name="stacks"),
 ]
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("t/<slug:team_slug>/", include(team_urls)),
-    path("", include("dashboard.alerts.urls")),
 ]

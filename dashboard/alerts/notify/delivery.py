@@ -1,8 +1,8 @@
 """Events, fan-out to channels and exactly-once delivery, as plain functions.
 
 Flow: `create_event` (called by dashboard.alerts.budgets inside the alert's transaction) freezes the
-payload and creates one `Delivery` per eligible channel; after commit each delivery is enqueued on
-the `notify` queue. `deliver` claims the delivery with a conditional UPDATE, makes one attempt,
+payload and creates one `Delivery` per eligible channel; after commit `deliveries_created` tells the
+Celery side (dashboard.alerts.tasks) to enqueue each on the `notify` queue. `deliver` claims the delivery with a conditional UPDATE, makes one attempt,
 records a `Notification` row and says whether and when to retry. The Celery task only turns that
 answer into `self.retry(countdown=...)`.
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -21,7 +23,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.models import Alert, Level, Measure
-from dashboard.alerts.notify.base import Message, TransportError, transport_for
+from dashboard.alerts.notify.apprise_sender import AppriseSender
+from dashboard.alerts.notify.base import Message, Sender, SendError
+from dashboard.alerts.notify.email import EmailSender
 from dashboard.alerts.notify.models import (
     AttemptStatus,
     Channel,
@@ -31,12 +35,26 @@ from dashboard.alerts.notify.models import (
     Notification,
     NotificationEvent,
 )
+from dashboard.alerts.notify.slack import SlackSender
+from dashboard.alerts.notify.webhook import WebhookSender
+from dashboard.alerts.signals import deliveries_created
 
 log = logging.getLogger(__name__)
 
 PAYLOAD_SCHEMA = "mcp-tax.alert/1"
 # A worker that died mid-attempt leaves its lock; after this long another may take the delivery.
 LOCK_STALE_AFTER = timedelta(minutes=5)
+
+
+SENDERS: dict[str, type[Sender]] = {
+    cls.kind: cls for cls in (EmailSender, SlackSender, WebhookSender, AppriseSender)
+}
+
+
+def sender_for(kind: str, config: dict[str, Any]) -> Sender:
+    if kind not in SENDERS:
+        raise SendError(f"unknown channel kind {kind!r}", permanent=True)
+    return SENDERS[kind](config)
 
 
 def max_attempts() -> int:
@@ -125,16 +143,8 @@ def render(payload: dict) -> Message:
 
 
 def _enqueue_after_commit(delivery_ids: list[int]) -> None:
-    def send() -> None:
-        from dashboard.tasks import deliver_notification
-
-        for pk in delivery_ids:
-            try:
-                deliver_notification.delay(pk)
-            except Exception:  # a broker outage must not break the poll; the sweep retries later
-                log.exception("could not enqueue delivery %s", pk)
-
-    transaction.on_commit(send)
+    # After commit, so the worker never looks for a delivery this transaction has not written yet.
+    transaction.on_commit(lambda: deliveries_created.send(sender=Delivery, delivery_ids=delivery_ids))
 
 
 def create_event(alert: Alert, kind: str) -> NotificationEvent:
@@ -204,11 +214,11 @@ def deliver(delivery_id: int, *, allow_retry: bool = True) -> DeliveryOutcome:
     started = time.monotonic()
     attempt = delivery.attempts
     try:
-        result = transport_for(channel.kind, channel.config or {}).send(render(delivery.event.payload))
-    except TransportError as exc:
+        result = sender_for(channel.kind, channel.config or {}).send(render(delivery.event.payload))
+    except SendError as exc:
         error, permanent, http_status = exc.message, exc.permanent, exc.http_status
-    except Exception as exc:  # a transport bug must leave a trace, not a stuck delivery
-        log.exception("transport %s crashed", channel.kind)
+    except Exception as exc:  # a sender bug must leave a trace, not a stuck delivery
+        log.exception("sender %s crashed", channel.kind)
         error, permanent, http_status = f"{type(exc).__name__}: {exc}", False, None
     else:
         error, permanent, http_status = "", False, result.http_status
@@ -258,18 +268,13 @@ def send_test(channel: Channel) -> Notification:
     return delivery.attempts_log.order_by("-pk").first()
 
 
-def sweep_pending(now=None, enqueue=None) -> list[int]:
-    """Re-enqueue deliveries whose retry is overdue (a lost broker message, a failed enqueue).
+def sweep_pending(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
+    """Hand deliveries whose retry is overdue (a lost broker message, a failed enqueue) to `enqueue`
+    (the caller's: the sweep task passes the delivery task's `.delay`).
 
     Running one early is harmless: the claim keeps it to one attempt at a time and to one success.
     """
     now = now or timezone.now()
-    if enqueue is None:
-        from dashboard.tasks import deliver_notification
-
-        def enqueue(pk: int) -> None:
-            deliver_notification.delay(pk)
-
     overdue = Delivery.objects.filter(
         processed=None, locked_at__isnull=True, next_attempt_at__lt=now - timedelta(minutes=2)
     ).values_list("pk", flat=True)[:500]

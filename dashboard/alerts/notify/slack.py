@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from dashboard.alerts.notify import http
-from dashboard.alerts.notify.base import Message, SendResult, Transport
+from dashboard.alerts.notify.base import Message, Sender, SendResult
 
 
-class SlackTransport(Transport):
+class SlackSender(Sender):
     kind = "slack"
 
     def send(self, message: Message) -> SendResult:
