@@ -11,7 +11,7 @@ import sys
 from datetime import timedelta
 
 from django.conf import settings
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from dashboard.alerts.budgets import evaluate_team
@@ -32,7 +32,7 @@ HISTORY = {
 MODULES = {"files-sprawl": "examples.servers.sprawling", "files-lean": "examples.servers.lean"}
 
 
-def ensure_example_servers(team: Team, owner: AbstractBaseUser | None = None) -> list[McpServer]:
+def ensure_example_servers(team: Team, owner: User | None = None) -> list[McpServer]:
     root = settings.VAR_DIR / "demo-root"
     root.mkdir(parents=True, exist_ok=True)
     (root / "README.md").write_text("# Demo workspace\n\nFiles the example servers may read and write.\n")
@@ -68,7 +68,7 @@ def build_history(server: McpServer) -> int:
         server.env = env
         server.save(update_fields=["env"])
         summary = poll_server(server.pk, trigger="demo")
-        if summary.outcome != "ok":
+        if summary.outcome != "ok" or summary.snapshot_id is None:
             raise RuntimeError(f"demo poll of {server.name} failed: {summary.outcome}: {summary.message}")
         when = now - timedelta(days=days_ago)
         PollRun.objects.filter(server=server, started__gte=now - timedelta(minutes=5)).update(started=when)
@@ -109,7 +109,7 @@ def ensure_demo_budgets(team: Team) -> None:
     evaluate_team(team)
 
 
-def load_demo(team: Team, owner: AbstractBaseUser | None, *, servers: bool = True) -> dict[str, int]:
+def load_demo(team: Team, owner: User | None, *, servers: bool = True) -> dict[str, int]:
     """Budgets, the example servers' history and captured traffic; returns what was made."""
     # Budgets first, so every historical snapshot gets its limits (the chart's band) and alerts.
     ensure_demo_budgets(team)

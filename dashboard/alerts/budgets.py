@@ -22,6 +22,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -35,7 +37,7 @@ from dashboard.teams.models import Team
 
 log = logging.getLogger(__name__)
 
-LEVEL_RANK = {Level.WARNING: 1, Level.ERROR: 2}
+LEVEL_RANK: dict[str, int] = {Level.WARNING: 1, Level.ERROR: 2}
 # Evaluation order, so limits and alerts read the same way everywhere.
 SERVER_MEASURE_ORDER = [
     Measure.FIXED_TAX_TOKENS,
@@ -44,7 +46,7 @@ SERVER_MEASURE_ORDER = [
     Measure.MAX_TOOL_TOKENS,
     Measure.INSTRUCTIONS_TOKENS,
 ]
-UNITS = {
+UNITS: dict[str, str] = {
     Measure.RELEASE_GROWTH_PCT: "%",
     Measure.AGENT_EXACT_RATE: "%",
     Measure.PASTE_COST_PER_DAY: "USD",
@@ -107,7 +109,7 @@ class RuleResult:
     threshold: Threshold | None = None
     detail: str = ""
 
-    def limits_entry(self) -> dict:
+    def limits_entry(self) -> dict[str, Any]:
         # The shape Snapshot.limits documents, plus every configured level for the chart's bands.
         return {
             "limit": self.limit,
@@ -194,7 +196,7 @@ def snapshot_figures(snapshot: Snapshot) -> Figures:
     return Figures(
         fixed_tax_tokens=snapshot.fixed_tax_tokens,
         instructions_tokens=snapshot.instructions_tokens,
-        largest_tool=tuple(top) if top else None,
+        largest_tool=(top[0], top[1]) if top else None,
         baseline_fixed_tax_tokens=baseline.fixed_tax_tokens if baseline else None,
         baseline_label=baseline.label if baseline else "",
     )
@@ -314,7 +316,7 @@ def resolve_alert(
         return alert
 
 
-def expire_silences(now=None) -> int:
+def expire_silences(now: datetime | None = None) -> int:
     """Wake alerts whose silence date passed (a new-release silence wakes at evaluation)."""
     now = now or timezone.now()
     woken = 0
@@ -416,7 +418,7 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
         return None, resolve_alert(stack.team, key, snapshot=snapshot)
     value = float(stack_fixed_tax(stack))
     result = check_rule(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
-    if result.breached:
+    if result is not None and result.breached:
         message = describe(result, f"Stack {stack.name}")
         change = open_or_update_alert(
             stack.team,
@@ -447,8 +449,9 @@ def evaluate_team(team: Team) -> int:
     """Re-evaluate every server's current snapshot and every stack (after editing thresholds)."""
     count = 0
     for server in team.servers.filter(current_snapshot__isnull=False).select_related("current_snapshot"):
-        evaluate_snapshot(server.current_snapshot)
-        count += 1
+        if server.current_snapshot is not None:  # filtered above; narrows the type
+            evaluate_snapshot(server.current_snapshot)
+            count += 1
     for stack in team.stacks.filter(servers__isnull=True):
         # Stacks with members were judged with their servers; empty ones resolve here.
         evaluate_stack(stack)

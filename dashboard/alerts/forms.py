@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -28,14 +28,15 @@ class ThresholdForm(forms.Form):
         self.team = team
         self.servers = {f"server:{s.pk}": s for s in team.servers.order_by("name")}
         self.stacks = {f"stack:{s.pk}": s for s in team.stacks.order_by("name")}
-        self.fields["scope"].choices = [
+        cast(forms.ChoiceField, self.fields["scope"]).choices = [
             ("team", "Team default"),
             *[(k, f"Server {s.name}") for k, s in self.servers.items()],
             *[(k, f"Stack {s.name}") for k, s in self.stacks.items()],
         ]
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         scope, measure = data.get("scope"), data.get("measure")
         if not scope or not measure:
             return data
@@ -65,7 +66,8 @@ class ChannelForm(forms.Form):
     notify_on_resolve = forms.BooleanField(required=False, initial=True)
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         kind, target = data.get("kind"), (data.get("target") or "").strip()
         if not kind or not target:
             return data

@@ -55,17 +55,17 @@ class CheckResult:
     totals: dict[str, Any]
     rules: list[RuleOutcome] = field(default_factory=list)
     tools: list[ToolDelta] = field(default_factory=list)
-    findings: list[dict] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
     report: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _tool_changes(
-    report: tokens.TokenReport, candidate_raw: list[dict], baseline: Snapshot | None
+    report: tokens.TokenReport, candidate_raw: list[dict[str, Any]], baseline: Snapshot | None
 ) -> list[ToolDelta]:
-    before: dict[str, tuple[int, dict]] = {}
+    before: dict[str, tuple[int, dict[str, Any]]] = {}
     if baseline is not None:
         visible = {t.get("name"): tokens.visible_tool(t) for t in baseline.tools_raw}
         before = {t.name: (t.tokens, visible.get(t.name, {})) for t in baseline.tools.all()}
@@ -138,9 +138,12 @@ def run_check(
             .filter(current_snapshot__isnull=False)
             .values_list("current_snapshot__fixed_tax_tokens", flat=True)
         )
-        r = budgets.check_rule(
+        stack_rule = budgets.check_rule(
             Measure.STACK_FIXED_TAX_TOKENS, float(others + report.fixed_tax_tokens), by_level
         )
+        if stack_rule is None:  # by_level is not empty, so never; narrows the type
+            continue
+        r = stack_rule
         rules.append(
             RuleOutcome(
                 r.measure,

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 @shared_task(name="dashboard.tasks.deliver_notification", bind=True, ignore_result=True, max_retries=None)
-def deliver_notification(self: Task, delivery_id: int) -> str:
+def deliver_notification(self: Task[Any, str], delivery_id: int) -> str:
     outcome = deliver(delivery_id)
     if outcome.status == "retry":
         # The row counts attempts and decides when to give up; Celery only waits.

@@ -78,8 +78,11 @@ def history_figure(
         }
     ]
 
-    limited = [(i, p, p.limits.get(LIMIT_MEASURE)) for i, p in enumerate(points)]
-    limited = [(i, p, lim) for i, p, lim in limited if isinstance(lim, dict) and lim.get("limit") is not None]
+    limited: list[tuple[int, HistoryPoint, dict[str, Any]]] = [
+        (i, p, lim)
+        for i, p in enumerate(points)
+        if isinstance(lim := p.limits.get(LIMIT_MEASURE), dict) and lim.get("limit") is not None
+    ]
     if limited:
         level = limited[-1][2].get("level") or "warning"
         budget_x = [xs[i] for i, _, _ in limited]

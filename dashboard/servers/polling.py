@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -46,13 +47,14 @@ class PollSummary:
     snapshot_id: int | None
     skipped: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
 
 
 def target_for(server: McpServer) -> ServerTarget:
     return ServerTarget(
-        transport=server.transport,
+        # A Transport choice; ServerTarget checks it against the client's literal.
+        transport=cast(Any, server.transport),
         command=server.command,
         args=list(server.args or []),
         env=dict(server.env or {}),
@@ -78,7 +80,8 @@ def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
         )
     started = timezone.now()
     t0 = time.monotonic()
-    outcome, message, snapshot, changed = PollOutcome.OK, "", None, False
+    outcome: str = PollOutcome.OK
+    message, snapshot, changed = "", None, False
     try:
         result = fetch_tools_sync(
             target_for(server),
@@ -131,7 +134,9 @@ def _release(server: McpServer, run: PollRun) -> None:
     )
 
 
-def record_snapshot(server: McpServer, result: FetchResult, *, seen_at=None) -> tuple[Snapshot, bool]:
+def record_snapshot(
+    server: McpServer, result: FetchResult, *, seen_at: datetime | None = None
+) -> tuple[Snapshot, bool]:
     """Extend the current snapshot when nothing changed, else store a new one. Returns (snapshot, changed).
 
     The comparison costs one sha256; tokenizing happens only for a new list.
@@ -216,7 +221,7 @@ def record_snapshot(server: McpServer, result: FetchResult, *, seen_at=None) -> 
     return snapshot, True
 
 
-def _team_medians(server: McpServer) -> dict:
+def _team_medians(server: McpServer) -> dict[str, Any]:
     """Median description and schema tokens over the team's current tools, for the 'far above' rules."""
     rows = SnapshotTool.objects.filter(
         snapshot__in=McpServer.objects.filter(team=server.team)

@@ -1,8 +1,8 @@
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from dashboard.servers import views
 
-server_urls = [
+server_urls: list[URLPattern | URLResolver] = [
     path("", views.server_detail, name="server_detail"),
     path("status/", views.server_status, name="server_status"),
     path("poll/", views.poll_now, name="poll_now"),
@@ -11,7 +11,7 @@ server_urls = [
     path("delete/", views.server_delete, name="server_delete"),
 ]
 
-team_urls = [
+team_urls: list[URLPattern | URLResolver] = [
     path("", views.team_overview, name="team_overview"),
     path("servers/add/", views.server_add, name="server_add"),
     path("servers/<uuid:code>/", include(server_urls)),

@@ -9,6 +9,7 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
 from django.db import transaction
 from django.http import Http404, HttpResponse, QueryDict
@@ -24,6 +25,7 @@ from dashboard.servers import diff as diff_mod
 from dashboard.servers.config_import import ConfigImportError, import_client_config
 from dashboard.servers.forms import ImportConfigForm, ServerForm
 from dashboard.servers.models import McpServer, Transport
+from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
 from dashboard.servers.selectors import HistoryPoint
 from dashboard.servers.tasks import poll_server_task
 from dashboard.system.models import WorkerHeartbeat
@@ -54,7 +56,7 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
     window = _context_window(params, team)
     status = params.get("status", "")
     status = status if status in selectors.STATUS_FILTERS else ""
-    pending = selectors.parse_pending(params.get("pending"))
+    pending = parse_pending(params.get("pending"))
     rows, all_rows, sort = selectors.overview_rows(
         team, window=window, sort=params.get("sort"), status=status, pending=pending
     )
@@ -121,7 +123,7 @@ SERVER_REGIONS = ("chart-region", "tools-region", "snapshots-region", "polls-reg
 def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
     history = selectors.snapshot_history(server)
-    by_pk = {p.pk: p for p in history}
+    by_pk: dict[int | None, HistoryPoint] = {p.pk: p for p in history}
     selected_pk = _int(request.GET.get("at"))
     if selected_pk not in by_pk:
         selected_pk = server.current_snapshot_id
@@ -209,11 +211,11 @@ def _can_manage(request: HtmxHttpRequest, team: Team, server: McpServer | None =
 def _status_ctx(
     request: HtmxHttpRequest, server: McpServer, pending: tuple[int, datetime] | None
 ) -> dict[str, Any]:
-    in_flight = selectors.poll_in_flight(server, pending)
+    in_flight = poll_in_flight(server, pending)
     return {
         "can_manage": _can_manage(request, server.team, server),
         "in_flight": in_flight,
-        "pending": selectors.pending_token(server, pending[1]) if (pending and in_flight) else "",
+        "pending": pending_token(server, pending[1]) if (pending and in_flight) else "",
         "last_run": selectors.last_poll_run(server),
     }
 
@@ -222,7 +224,7 @@ def _status_ctx(
 def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     """The server header's poll status; polled by htmx while a poll runs."""
     team, server = _get_server_for_user(request, team_slug, code)
-    pending = selectors.parse_pending(request.GET.get("pending"))
+    pending = parse_pending(request.GET.get("pending"))
     ctx = {
         "team": team,
         "server": server,
@@ -247,7 +249,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
     else:
         # After commit, so the worker never looks for state this request has not written yet.
         transaction.on_commit(lambda: poll_server_task.delay(server.pk, "manual"))
-    pending = selectors.pending_token(server, requested)
+    pending = pending_token(server, requested)
     if not wants_fragment(request):
         messages.success(request, f"Poll of {server.name} requested.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
@@ -262,7 +264,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
         "team": team,
         "server": server,
         "window": team.context_window,
-        **_status_ctx(request, server, selectors.parse_pending(pending)),
+        **_status_ctx(request, server, parse_pending(pending)),
     }
     response = render_fragment(request, "servers/server_detail.html#status-region", ctx)
     if not ctx["in_flight"]:
@@ -275,7 +277,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
 def snapshot_diff(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
     history = selectors.snapshot_history(server)
-    by_pk = {p.pk: p for p in history}
+    by_pk: dict[int | None, HistoryPoint] = {p.pk: p for p in history}
     b_pk = _int(request.GET.get("b")) or server.current_snapshot_id
     if request.GET.get("b") and b_pk not in by_pk:
         raise Http404("No such snapshot of this server")
@@ -308,7 +310,7 @@ def server_add(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     form = ServerForm(request.POST or None, team=team, is_admin=is_admin)
     if request.method == "POST" and form.is_valid():
         server = form.save(commit=False)
-        server.owner = request.user
+        server.owner = request.user if isinstance(request.user, User) else None  # login_required
         server.save()
         messages.success(request, f"{server.name} registered. Its first poll runs shortly.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
@@ -45,7 +46,8 @@ def create_api_token(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             request, "Give the token a name of at most 100 characters, e.g. the CI job that will use it."
         )
         return redirect("team_settings", team_slug=team.slug)
-    token, plaintext = ApiToken.issue(team, form.cleaned_data["name"], created_by=request.user)
+    creator = request.user if isinstance(request.user, User) else None  # login_required: always a User
+    token, plaintext = ApiToken.issue(team, form.cleaned_data["name"], created_by=creator)
     ctx = {"team": team, "token": token, "plaintext": plaintext}
     return render(request, "teams/token_created.html", ctx)
 

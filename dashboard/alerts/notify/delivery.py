@@ -67,14 +67,14 @@ def retry_base_seconds() -> float:
 
 def backoff_seconds(attempts_made: int) -> float:
     """30 s, 60 s, 120 s ... capped at an hour (base configurable for tests and impatient teams)."""
-    return min(3600.0, retry_base_seconds() * 2 ** max(0, attempts_made - 1))
+    return min(3600.0, retry_base_seconds() * 2.0 ** max(0, attempts_made - 1))
 
 
 def _absolute(path: str) -> str:
     return settings.SITE_URL.rstrip("/") + path
 
 
-def alert_payload(alert: Alert, kind: str) -> dict:
+def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
     """The documented webhook payload (README, "Webhook payload"). Keys are stable; add, never rename."""
     snapshot = (
         alert.resolved_snapshot if kind == EventKind.RESOLVED and alert.resolved_snapshot else alert.snapshot
@@ -95,8 +95,8 @@ def alert_payload(alert: Alert, kind: str) -> dict:
             "level": alert.level,
             "state": alert.state,
             "subject": alert.subject_label,
-            "server": alert.server.name if alert.server_id else None,
-            "stack": alert.stack.name if alert.stack_id else None,
+            "server": alert.server.name if alert.server is not None else None,
+            "stack": alert.stack.name if alert.stack is not None else None,
             "value": alert.value,
             "limit": alert.limit,
             "message": alert.message,
@@ -117,7 +117,7 @@ def alert_payload(alert: Alert, kind: str) -> dict:
     }
 
 
-def render(payload: dict) -> Message:
+def render(payload: dict[str, Any]) -> Message:
     alert = payload.get("alert")
     if not alert:
         subject = f"[MCP tool tax] Test notification for {payload['team']['name']}"
@@ -184,7 +184,7 @@ class DeliveryOutcome:
     http_status: int | None = None
 
 
-def claim(delivery_id: int, now=None) -> bool:
+def claim(delivery_id: int, now: datetime | None = None) -> bool:
     """Take the delivery for one attempt. False when it is finished or another worker holds it."""
     now = now or timezone.now()
     free = Q(locked_at__isnull=True) | Q(locked_at__lt=now - LOCK_STALE_AFTER)
@@ -196,7 +196,7 @@ def claim(delivery_id: int, now=None) -> bool:
     )
 
 
-def _finish(delivery: Delivery, status: str, now) -> None:
+def _finish(delivery: Delivery, status: str, now: datetime) -> None:
     Delivery.objects.filter(pk=delivery.pk).update(status=status, processed=now, locked_at=None)
 
 
@@ -265,7 +265,8 @@ def send_test(channel: Channel) -> Notification:
     """The "send test" button: one attempt, now, through the same path as real alerts."""
     delivery = create_test_delivery(channel)
     deliver(delivery.pk, allow_retry=False)
-    return delivery.attempts_log.order_by("-pk").first()
+    # A fresh test delivery is claimed by this call alone, so exactly one attempt exists.
+    return delivery.attempts_log.order_by("-pk")[0]
 
 
 def sweep_pending(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:

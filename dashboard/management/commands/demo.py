@@ -4,8 +4,7 @@ import json
 from argparse import ArgumentParser
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand
 
 from dashboard.demo import load_demo
@@ -16,8 +15,7 @@ DEMO_PASSWORD = "demo-tax-2026"
 DEMO_TEAM = "Demo team"
 
 
-def ensure_demo_user_and_team() -> tuple[AbstractBaseUser, Team]:
-    User = get_user_model()
+def ensure_demo_user_and_team() -> tuple[User, Team]:
     user, created = User.objects.get_or_create(username=DEMO_USERNAME, defaults={"email": "demo@localhost"})
     if created:
         user.set_password(DEMO_PASSWORD)
