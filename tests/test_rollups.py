@@ -23,7 +23,7 @@ from ingest.capture.models import BulkArgument, ToolCall
 from ingest.capture.signals import calls_ingested
 from ingest.fidelity import costs, references, rollups
 from ingest.fidelity.models import FidelityDaily, ModelPrice
-from tests.test_budgets import fetch_example
+from tests.dashboard.alerts.factories import fetch_example
 from tests.test_ingest_pipeline import LOGS, EnvelopeLog
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]

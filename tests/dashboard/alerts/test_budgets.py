@@ -24,6 +24,7 @@ from tests.dashboard.factories import send_sentinels_through_every_queue
 from tests.helpers import wait_until
 
 
+@pytest.mark.slow
 def test_grown_release_sends_one_signed_webhook_then_the_resolution(
     team,
     tmp_path,
@@ -192,6 +193,7 @@ def test_silence_until_next_release(team):
     assert alert.state == AlertState.ACTIVE and _events(alert) == [EventKind.OPENED, EventKind.REOPENED]
 
 
+@pytest.mark.slow
 def test_demo_budgets_alert_on_the_grown_sprawling_release(
     db, settings, tmp_path, django_capture_on_commit_callbacks
 ):
@@ -218,6 +220,7 @@ def test_demo_budgets_alert_on_the_grown_sprawling_release(
     assert {a.subject_label for a in damaged} == {"files-sprawl/write_file", "files-lean/write"}
 
 
+@pytest.mark.slow
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker_process, team, tmp_path):

@@ -14,6 +14,7 @@ from tests.conftest import ROOT
 from tests.helpers import wait_until
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_run_embedded_serves_and_one_signal_stops_everything(tmp_path, signum):
     """`make run`'s last step: web, worker and beat come up; Ctrl-C (or kill) leaves nothing behind."""

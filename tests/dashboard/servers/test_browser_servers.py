@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import browser_login
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _row_names(page) -> list[str]:

@@ -15,6 +15,7 @@ from tests.dashboard.factories import http_server, independent_tax, independent_
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.slow
 def test_release_diff_of_the_grown_release(alice_client, team, polled_example_servers):
     sprawl = polled_example_servers["files-sprawl"]
     old = Snapshot.objects.get(server=sprawl, server_version="1.4.0")

@@ -77,6 +77,7 @@ def test_grown_release_adds_a_snapshot_with_the_new_version_and_a_larger_tax(tea
     assert grown.document_id != base.document_id
 
 
+@pytest.mark.slow
 def test_http_poll_of_the_lean_server_and_pagination_gives_the_same_identity(team):
     with serve_http("lean") as url:
         server = McpServer.objects.create(team=team, name="lean", transport=Transport.HTTP, url=url)
@@ -98,7 +99,7 @@ def test_http_poll_of_the_lean_server_and_pagination_gives_the_same_identity(tea
 @pytest.mark.parametrize(
     ("mode", "outcome"),
     [
-        ("hang", "timeout"),
+        pytest.param("hang", "timeout", marks=pytest.mark.slow),
         ("exit_mid", {"crashed", "connect_error", "protocol_error"}),
         ("invalid_json", "protocol_error"),
         ("huge", "refused_too_large"),
@@ -169,6 +170,7 @@ def test_dispatcher_enqueues_due_servers_once(team):
     assert sent == [due.pk]
 
 
+@pytest.mark.slow
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_real_worker_polls_and_survives_a_hanging_server(

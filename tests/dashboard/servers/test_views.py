@@ -34,6 +34,7 @@ from tests.helpers import wait_until
 pytestmark = pytest.mark.django_db
 
 
+@pytest.mark.slow
 def test_overview_shows_real_figures_from_polled_example_servers(alice_client, team, polled_example_servers):
     sprawl, lean = polled_example_servers["files-sprawl"], polled_example_servers["files-lean"]
     response = alice_client.get(reverse("team_overview", args=[team.slug]))
@@ -115,6 +116,7 @@ def test_overview_sorts_filters_and_reports_budget_status(alice_client, team):
     assert partial.lstrip().startswith('<div id="servers-region"') and "<html" not in partial
 
 
+@pytest.mark.slow
 def test_server_page_chart_breakdown_findings_and_history(alice_client, team, polled_example_servers):
     sprawl = polled_example_servers["files-sprawl"]
     current = sprawl.current_snapshot
@@ -197,6 +199,7 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     assert "15 tools cost" in old_page.content.decode()
 
 
+@pytest.mark.slow
 def test_lean_server_has_no_findings(alice_client, team, polled_example_servers):
     lean = polled_example_servers["files-lean"]
     html = alice_client.get(reverse("server_detail", args=[team.slug, lean.code])).content.decode()
@@ -233,6 +236,7 @@ def test_poll_history_shows_errors_and_paginates(alice_client, team):
     assert "refused #0" in second.content.decode()
 
 
+@pytest.mark.slow
 def test_poll_now_runs_a_real_poll_and_updates_the_overview_row(
     alice_client, team, polled_example_servers, eager_celery, django_capture_on_commit_callbacks
 ):
@@ -381,6 +385,7 @@ def test_add_edit_and_delete_a_server(alice_client, team, user_factory):
     assert not McpServer.objects.filter(pk=server.pk).exists()
 
 
+@pytest.mark.slow
 def test_stacks_import_a_client_config_and_sum_their_tax(alice_client, team, polled_example_servers):
     url = reverse("stacks", args=[team.slug])
     config = {
@@ -409,6 +414,7 @@ def test_stacks_import_a_client_config_and_sum_their_tax(alice_client, team, pol
     assert "Not valid JSON" in bad.content.decode()
 
 
+@pytest.mark.slow
 def test_pages_reference_no_other_origin(alice_client, team, polled_example_servers):
     sprawl = polled_example_servers["files-sprawl"]
     for url in (
