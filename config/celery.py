@@ -46,7 +46,6 @@ app.conf.update(
 # Tasks live beside the code they wrap, in each sub-package's tasks.py.
 app.autodiscover_tasks(
     [
-        "dashboard",
         "dashboard.servers",
         "dashboard.alerts",
         "dashboard.system",

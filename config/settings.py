@@ -7,6 +7,7 @@ ALLOWED_HOSTS, DATABASE_URL and REDIS_URL.
 
 from pathlib import Path
 
+import django_stubs_ext
 import environ
 
 from config.env import (
@@ -18,6 +19,10 @@ from config.env import (
     env_str,
     persistent_secret_key,
 )
+
+# django-stubs types admin classes and forms as generic over their model (ModelAdmin[Team]);
+# this makes Django's classes subscriptable at run time too, so the typed code runs as written.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))

@@ -7,28 +7,28 @@ from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.models import ApiToken, Membership, Team
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(admin.TabularInline[Membership, Team]):
     model = Membership
     extra = 0
     autocomplete_fields = ["user"]
 
 
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(admin.ModelAdmin[Team]):
     list_display = ["name", "slug", "context_window", "created"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
 
 
 @admin.register(Membership)
-class MembershipAdmin(admin.ModelAdmin):
+class MembershipAdmin(admin.ModelAdmin[Membership]):
     list_display = ["team", "user", "role", "created"]
     list_filter = ["role", "team"]
     search_fields = ["user__username", "team__name"]
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     list_display = ["name", "team", "key_id", "created", "last_used_at", "revoked_at"]
     list_filter = ["team"]
     search_fields = ["name", "key_id"]
@@ -38,12 +38,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 
 @admin.register(WorkerHeartbeat)
-class WorkerHeartbeatAdmin(admin.ModelAdmin):
+class WorkerHeartbeatAdmin(admin.ModelAdmin[WorkerHeartbeat]):
     list_display = ["hostname", "last_seen"]
 
 
 @admin.register(McpServer)
-class McpServerAdmin(admin.ModelAdmin):
+class McpServerAdmin(admin.ModelAdmin[McpServer]):
     list_display = ["name", "team", "transport", "enabled", "last_outcome", "last_poll_at", "next_poll_at"]
     list_filter = ["team", "transport", "enabled", "last_outcome"]
     search_fields = ["name", "url", "command"]
@@ -53,12 +53,12 @@ class McpServerAdmin(admin.ModelAdmin):
 
 
 @admin.register(Stack)
-class StackAdmin(admin.ModelAdmin):
+class StackAdmin(admin.ModelAdmin[Stack]):
     list_display = ["name", "team", "source", "created"]
     filter_horizontal = ["servers"]
 
 
-class SnapshotToolInline(admin.TabularInline):
+class SnapshotToolInline(admin.TabularInline[SnapshotTool, Snapshot]):
     model = SnapshotTool
     extra = 0
     can_delete = False
@@ -66,7 +66,7 @@ class SnapshotToolInline(admin.TabularInline):
 
 
 @admin.register(Snapshot)
-class SnapshotAdmin(admin.ModelAdmin):
+class SnapshotAdmin(admin.ModelAdmin[Snapshot]):
     list_display = ["server", "server_version", "fixed_tax_tokens", "tool_count", "first_seen", "last_seen"]
     list_filter = ["server__team", "is_release"]
     search_fields = ["server__name", "server_version", "sha256"]
@@ -75,33 +75,33 @@ class SnapshotAdmin(admin.ModelAdmin):
 
 
 @admin.register(SnapshotTool)
-class SnapshotToolAdmin(admin.ModelAdmin):
+class SnapshotToolAdmin(admin.ModelAdmin[SnapshotTool]):
     list_display = ["name", "snapshot", "tokens", "description_tokens", "schema_tokens"]
     search_fields = ["name"]
     raw_id_fields = ["snapshot"]
 
 
 @admin.register(ToolsDocument)
-class ToolsDocumentAdmin(admin.ModelAdmin):
+class ToolsDocumentAdmin(admin.ModelAdmin[ToolsDocument]):
     list_display = ["sha256", "created"]
     search_fields = ["sha256"]
 
 
 @admin.register(PollRun)
-class PollRunAdmin(admin.ModelAdmin):
+class PollRunAdmin(admin.ModelAdmin[PollRun]):
     list_display = ["server", "started", "duration_ms", "outcome", "changed", "trigger"]
     list_filter = ["outcome", "trigger", "server__team"]
     raw_id_fields = ["server", "snapshot"]
 
 
 @admin.register(Threshold)
-class ThresholdAdmin(admin.ModelAdmin):
+class ThresholdAdmin(admin.ModelAdmin[Threshold]):
     list_display = ["team", "measure", "level", "limit", "server", "stack", "enabled"]
     list_filter = ["team", "measure", "level"]
 
 
 @admin.register(Alert)
-class AlertAdmin(admin.ModelAdmin):
+class AlertAdmin(admin.ModelAdmin[Alert]):
     list_display = ["subject_label", "measure", "level", "state", "value", "limit", "opened_at"]
     list_filter = ["team", "state", "level", "measure"]
     search_fields = ["subject_label", "rule_key"]
@@ -109,7 +109,7 @@ class AlertAdmin(admin.ModelAdmin):
 
 
 @admin.register(Channel)
-class ChannelAdmin(admin.ModelAdmin):
+class ChannelAdmin(admin.ModelAdmin[Channel]):
     list_display = ["name", "team", "kind", "enabled", "min_level", "last_status", "last_attempt_at"]
     list_filter = ["team", "kind", "enabled"]
     # URLs and secrets stay encrypted and out of the admin; manage them on the channel page.
@@ -118,21 +118,21 @@ class ChannelAdmin(admin.ModelAdmin):
 
 
 @admin.register(NotificationEvent)
-class NotificationEventAdmin(admin.ModelAdmin):
+class NotificationEventAdmin(admin.ModelAdmin[NotificationEvent]):
     list_display = ["kind", "team", "level", "alert", "created"]
     list_filter = ["kind", "team"]
     raw_id_fields = ["alert"]
 
 
 @admin.register(Delivery)
-class DeliveryAdmin(admin.ModelAdmin):
+class DeliveryAdmin(admin.ModelAdmin[Delivery]):
     list_display = ["event", "channel", "status", "attempts", "processed"]
     list_filter = ["status"]
     raw_id_fields = ["event", "channel"]
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(admin.ModelAdmin[Notification]):
     list_display = ["channel", "attempt", "status", "http_status", "created"]
     list_filter = ["status"]
     raw_id_fields = ["delivery", "channel"]

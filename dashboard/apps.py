@@ -6,5 +6,16 @@ class DashboardConfig(AppConfig):
     verbose_name = "Schema tax dashboard"
 
     def ready(self) -> None:
-        # Connects threshold evaluation to `snapshot_recorded` in every process (web, worker, commands).
-        from dashboard.alerts import budgets  # noqa: F401
+        # Every receiver of the dashboard is connected here, in every process (web, worker,
+        # commands), so no module has to be imported for its side effect.
+        from celery.signals import worker_ready
+
+        from dashboard.alerts import budgets
+        from dashboard.alerts.signals import deliveries_created
+        from dashboard.alerts.tasks import on_deliveries_created
+        from dashboard.servers.signals import snapshot_recorded
+        from dashboard.system.tasks import announce_worker
+
+        snapshot_recorded.connect(budgets.on_snapshot_recorded, dispatch_uid="dashboard.alerts.budgets")
+        deliveries_created.connect(on_deliveries_created, dispatch_uid="dashboard.alerts.tasks")
+        worker_ready.connect(announce_worker, dispatch_uid="dashboard.system.tasks", weak=False)

@@ -11,11 +11,12 @@ import base64
 import hashlib
 import json
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.db import models
+from django.db.models.expressions import Combinable
 
 
 @lru_cache(maxsize=4)
@@ -43,22 +44,29 @@ def decrypt_json(token: str) -> Any:
         raise DecryptionError("stored secret cannot be decrypted with the current key") from exc
 
 
-class EncryptedJSONField(models.TextField):
+if TYPE_CHECKING:
+    # Set and read as a dict (stored as a token string); the stubs' field is generic over both.
+    _DictTextField = models.TextField[dict[str, Any] | Combinable, dict[str, Any]]
+else:  # Django's field class is not subscriptable at runtime
+    _DictTextField = models.TextField
+
+
+class EncryptedJSONField(_DictTextField):
     """A dict stored as a Fernet token. Reads give the plain dict; the database never sees it."""
 
-    def from_db_value(self, value, expression, connection):
+    def from_db_value(self, value: str | None, expression: object, connection: object) -> dict[str, Any]:
         if value in (None, ""):
             return {}
-        return decrypt_json(value)
+        return dict(decrypt_json(value))
 
-    def to_python(self, value):
+    def to_python(self, value: Any) -> dict[str, Any]:
         if isinstance(value, dict):
             return value
         if value in (None, ""):
             return {}
-        return decrypt_json(value)
+        return dict(decrypt_json(value))
 
-    def get_prep_value(self, value):
+    def get_prep_value(self, value: Any) -> str:
         return encrypt_json(value or {})
 
 

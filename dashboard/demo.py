@@ -1,4 +1,5 @@
-"""Demo data for the schema-tax side: the two example servers with a real release history.
+"""Demo data: the two example servers with a real release history, budgets, and (through
+ingest.demo) captured agent traffic. An aggregator, so it may import every part of the product.
 
 Every snapshot comes from a real poll of a real example server process; only the timestamps are
 moved into the past, so the charts show a history instead of a single afternoon.
@@ -10,11 +11,16 @@ import sys
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.utils import timezone
 
+from dashboard.alerts.budgets import evaluate_team
+from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
 from dashboard.servers.polling import poll_server
 from dashboard.teams.models import Team
+from ingest.demo import build_capture_demo
 
 GROWN_ENV = "MCP_EXAMPLE_GROWN"
 
@@ -26,7 +32,7 @@ HISTORY = {
 MODULES = {"files-sprawl": "examples.servers.sprawling", "files-lean": "examples.servers.lean"}
 
 
-def ensure_example_servers(team: Team, owner=None) -> list[McpServer]:
+def ensure_example_servers(team: Team, owner: User | None = None) -> list[McpServer]:
     root = settings.VAR_DIR / "demo-root"
     root.mkdir(parents=True, exist_ok=True)
     (root / "README.md").write_text("# Demo workspace\n\nFiles the example servers may read and write.\n")
@@ -62,7 +68,7 @@ def build_history(server: McpServer) -> int:
         server.env = env
         server.save(update_fields=["env"])
         summary = poll_server(server.pk, trigger="demo")
-        if summary.outcome != "ok":
+        if summary.outcome != "ok" or summary.snapshot_id is None:
             raise RuntimeError(f"demo poll of {server.name} failed: {summary.outcome}: {summary.message}")
         when = now - timedelta(days=days_ago)
         PollRun.objects.filter(server=server, started__gte=now - timedelta(minutes=5)).update(started=when)
@@ -83,10 +89,6 @@ def ensure_demo_budgets(team: Team) -> None:
     The email channel goes through Django's mail settings (the console in the embedded run), so
     the demo notifies without any webhook or outside service.
     """
-    from dashboard.alerts.budgets import evaluate_team
-    from dashboard.alerts.models import Level, Measure, Threshold
-    from dashboard.alerts.notify.models import Channel, ChannelKind
-
     defaults = [
         (Measure.FIXED_TAX_TOKENS, Level.WARNING, 3500),
         (Measure.FIXED_TAX_TOKENS, Level.ERROR, 6000),
@@ -105,3 +107,16 @@ def ensure_demo_budgets(team: Team) -> None:
             team=team, name="demo inbox", kind=ChannelKind.EMAIL, config={"to": ["demo@localhost"]}
         )
     evaluate_team(team)
+
+
+def load_demo(team: Team, owner: User | None, *, servers: bool = True) -> dict[str, int]:
+    """Budgets, the example servers' history and captured traffic; returns what was made."""
+    # Budgets first, so every historical snapshot gets its limits (the chart's band) and alerts.
+    ensure_demo_budgets(team)
+    made = {"snapshots": 0}
+    if servers:
+        for server in ensure_example_servers(team, owner=owner):
+            made["snapshots"] += build_history(server)
+        capture = build_capture_demo(team)  # real agents through the logging proxy, ingested
+        made["captured_calls"] = capture.calls_stored if capture else 0
+    return made

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -24,7 +23,6 @@ class HtmxHttpRequest(HttpRequest):
     """An `HttpRequest` after django-htmx's middleware: views type their request with this."""
 
     htmx: HtmxDetails
-    user: AbstractBaseUser | AnonymousUser
 
 
 def wants_fragment(request: HtmxHttpRequest) -> bool:

@@ -1,7 +1,7 @@
 """Threshold evaluation: limits beside each snapshot, alerts opened, escalated and resolved.
 
 Runs on every new snapshot (`snapshot_recorded`, after the snapshot commits) and on demand
-(`evaluate_server`). The CI gate reuses `measure_values` and `judge` so a pull request is held to
+(`evaluate_server`). The CI gate reuses `measure_values` and `check_rule` so a pull request is held to
 exactly the rules the dashboard alerts on.
 
 Public for other evaluators (the fidelity rules call these):
@@ -22,22 +22,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
-from django.dispatch import receiver
 from django.utils import timezone
 
 from dashboard.alerts.models import SERVER_MEASURES, Alert, AlertState, Level, Measure, Threshold
 from dashboard.alerts.notify.delivery import create_event
 from dashboard.alerts.notify.models import EventKind
 from dashboard.servers.models import McpServer, Snapshot, Stack
-from dashboard.servers.polling import snapshot_recorded
 from dashboard.teams.models import Team
 
 log = logging.getLogger(__name__)
 
-LEVEL_RANK = {Level.WARNING: 1, Level.ERROR: 2}
+LEVEL_RANK: dict[str, int] = {Level.WARNING: 1, Level.ERROR: 2}
 # Evaluation order, so limits and alerts read the same way everywhere.
 SERVER_MEASURE_ORDER = [
     Measure.FIXED_TAX_TOKENS,
@@ -46,7 +46,7 @@ SERVER_MEASURE_ORDER = [
     Measure.MAX_TOOL_TOKENS,
     Measure.INSTRUCTIONS_TOKENS,
 ]
-UNITS = {
+UNITS: dict[str, str] = {
     Measure.RELEASE_GROWTH_PCT: "%",
     Measure.AGENT_EXACT_RATE: "%",
     Measure.PASTE_COST_PER_DAY: "USD",
@@ -109,7 +109,7 @@ class RuleResult:
     threshold: Threshold | None = None
     detail: str = ""
 
-    def limits_entry(self) -> dict:
+    def limits_entry(self) -> dict[str, Any]:
         # The shape Snapshot.limits documents, plus every configured level for the chart's bands.
         return {
             "limit": self.limit,
@@ -120,7 +120,9 @@ class RuleResult:
         }
 
 
-def judge(measure: str, value: float, by_level: dict[str, Threshold], detail: str = "") -> RuleResult | None:
+def check_rule(
+    measure: str, value: float, by_level: dict[str, Threshold], detail: str = ""
+) -> RuleResult | None:
     """The worst breached level, else the nearest limit (warning before error)."""
     if not by_level:
         return None
@@ -169,12 +171,12 @@ def measure_values(figures: Figures) -> dict[str, tuple[float, str]]:
     return values
 
 
-def judge_all(thresholds: ThresholdsByMeasure, values: dict[str, tuple[float, str]]) -> list[RuleResult]:
+def check_rules(thresholds: ThresholdsByMeasure, values: dict[str, tuple[float, str]]) -> list[RuleResult]:
     results = []
     for measure in SERVER_MEASURE_ORDER:
         if measure in values and measure in thresholds:
             value, detail = values[measure]
-            result = judge(measure, value, thresholds[measure], detail)
+            result = check_rule(measure, value, thresholds[measure], detail)
             if result is not None:
                 results.append(result)
     return results
@@ -194,7 +196,7 @@ def snapshot_figures(snapshot: Snapshot) -> Figures:
     return Figures(
         fixed_tax_tokens=snapshot.fixed_tax_tokens,
         instructions_tokens=snapshot.instructions_tokens,
-        largest_tool=tuple(top) if top else None,
+        largest_tool=(top[0], top[1]) if top else None,
         baseline_fixed_tax_tokens=baseline.fixed_tax_tokens if baseline else None,
         baseline_label=baseline.label if baseline else "",
     )
@@ -314,7 +316,7 @@ def resolve_alert(
         return alert
 
 
-def expire_silences(now=None) -> int:
+def expire_silences(now: datetime | None = None) -> int:
     """Wake alerts whose silence date passed (a new-release silence wakes at evaluation)."""
     now = now or timezone.now()
     woken = 0
@@ -347,7 +349,7 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
     """Store the limits beside the snapshot; when it is the server's current one, update alerts too."""
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=snapshot.server_id)
     thresholds = server_thresholds(server)
-    results = judge_all(thresholds, measure_values(snapshot_figures(snapshot)))
+    results = check_rules(thresholds, measure_values(snapshot_figures(snapshot)))
     limits = {r.measure: r.limits_entry() for r in results}
     Snapshot.objects.filter(pk=snapshot.pk).update(limits=limits)
     snapshot.limits = limits
@@ -415,8 +417,8 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
     if not by_level:
         return None, resolve_alert(stack.team, key, snapshot=snapshot)
     value = float(stack_fixed_tax(stack))
-    result = judge(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
-    if result.breached:
+    result = check_rule(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
+    if result is not None and result.breached:
         message = describe(result, f"Stack {stack.name}")
         change = open_or_update_alert(
             stack.team,
@@ -447,16 +449,17 @@ def evaluate_team(team: Team) -> int:
     """Re-evaluate every server's current snapshot and every stack (after editing thresholds)."""
     count = 0
     for server in team.servers.filter(current_snapshot__isnull=False).select_related("current_snapshot"):
-        evaluate_snapshot(server.current_snapshot)
-        count += 1
+        if server.current_snapshot is not None:  # filtered above; narrows the type
+            evaluate_snapshot(server.current_snapshot)
+            count += 1
     for stack in team.stacks.filter(servers__isnull=True):
         # Stacks with members were judged with their servers; empty ones resolve here.
         evaluate_stack(stack)
     return count
 
 
-@receiver(snapshot_recorded, dispatch_uid="dashboard.alerts.budgets.on_snapshot_recorded")
-def on_snapshot_recorded(sender, snapshot: Snapshot, **kwargs) -> None:
+def on_snapshot_recorded(sender: object, snapshot: Snapshot, **kwargs: object) -> None:
+    """Receiver of `snapshot_recorded` (connected in DashboardConfig.ready)."""
     try:
         evaluate_snapshot(snapshot)
     except Exception:

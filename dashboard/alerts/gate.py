@@ -25,7 +25,7 @@ def marker(server_name: str) -> str:
 
 
 @dataclass
-class ToolChange:
+class ToolDelta:
     name: str
     status: str  # added | removed | grown | shrunk | changed | unchanged
     tokens: int
@@ -54,28 +54,28 @@ class CheckResult:
     git_ref: str | None
     totals: dict[str, Any]
     rules: list[RuleOutcome] = field(default_factory=list)
-    tools: list[ToolChange] = field(default_factory=list)
-    findings: list[dict] = field(default_factory=list)
+    tools: list[ToolDelta] = field(default_factory=list)
+    findings: list[dict[str, Any]] = field(default_factory=list)
     report: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def _tool_changes(
-    report: tokens.TokenReport, candidate_raw: list[dict], baseline: Snapshot | None
-) -> list[ToolChange]:
-    before: dict[str, tuple[int, dict]] = {}
+    report: tokens.TokenReport, candidate_raw: list[dict[str, Any]], baseline: Snapshot | None
+) -> list[ToolDelta]:
+    before: dict[str, tuple[int, dict[str, Any]]] = {}
     if baseline is not None:
         visible = {t.get("name"): tokens.visible_tool(t) for t in baseline.tools_raw}
         before = {t.name: (t.tokens, visible.get(t.name, {})) for t in baseline.tools.all()}
-    changes: list[ToolChange] = []
+    changes: list[ToolDelta] = []
     seen = set()
     for tool, raw in zip(report.tools, candidate_raw, strict=True):
         seen.add(tool.name)
         if tool.name not in before:
             status = "added" if baseline is not None else "unchanged"
-            changes.append(ToolChange(tool.name, status, tool.tokens, None, tool.tokens if baseline else 0))
+            changes.append(ToolDelta(tool.name, status, tool.tokens, None, tool.tokens if baseline else 0))
             continue
         old_tokens, old_visible = before[tool.name]
         delta = tool.tokens - old_tokens
@@ -84,10 +84,10 @@ def _tool_changes(
             status = "unchanged"
         else:
             status = "grown" if delta > 0 else "shrunk" if delta < 0 else "changed"
-        changes.append(ToolChange(tool.name, status, tool.tokens, old_tokens, delta))
+        changes.append(ToolDelta(tool.name, status, tool.tokens, old_tokens, delta))
     for name, (old_tokens, _) in before.items():
         if name not in seen:
-            changes.append(ToolChange(name, "removed", 0, old_tokens, -old_tokens))
+            changes.append(ToolDelta(name, "removed", 0, old_tokens, -old_tokens))
     return changes
 
 
@@ -122,7 +122,7 @@ def run_check(
         baseline_label=baseline.label if baseline else "",
     )
     rules: list[RuleOutcome] = []
-    for r in budgets.judge_all(budgets.server_thresholds(server), budgets.measure_values(figures)):
+    for r in budgets.check_rules(budgets.server_thresholds(server), budgets.measure_values(figures)):
         rules.append(
             RuleOutcome(
                 r.measure, Measure(r.measure).label, "server", r.level, r.limit, r.value, r.breached, r.detail
@@ -138,7 +138,12 @@ def run_check(
             .filter(current_snapshot__isnull=False)
             .values_list("current_snapshot__fixed_tax_tokens", flat=True)
         )
-        r = budgets.judge(Measure.STACK_FIXED_TAX_TOKENS, float(others + report.fixed_tax_tokens), by_level)
+        stack_rule = budgets.check_rule(
+            Measure.STACK_FIXED_TAX_TOKENS, float(others + report.fixed_tax_tokens), by_level
+        )
+        if stack_rule is None:  # by_level is not empty, so never; narrows the type
+            continue
+        r = stack_rule
         rules.append(
             RuleOutcome(
                 r.measure,

@@ -9,8 +9,10 @@ ingest rollups.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -90,7 +92,7 @@ class AlertState(models.TextChoices):
 OPEN_STATES = (AlertState.ACTIVE, AlertState.ACKNOWLEDGED, AlertState.SILENCED)
 
 
-class AlertQuerySet(models.QuerySet):
+class AlertQuerySet(models.QuerySet["Alert"]):
     def open(self) -> AlertQuerySet:
         return self.filter(state__in=OPEN_STATES)
 
@@ -150,30 +152,30 @@ class Alert(models.Model):
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
 
-    def acknowledge(self, user, note: str = "") -> bool:
+    def acknowledge(self, user: User | AnonymousUser, note: str = "") -> bool:
         """Someone has seen it: no more reminders, but it stays open until the value is back under."""
         if self.state not in (AlertState.ACTIVE, AlertState.SILENCED):
             return False
         self.state = AlertState.ACKNOWLEDGED
-        self.acknowledged_by = user
+        self.acknowledged_by = user if isinstance(user, User) else None
         self.acknowledged_at = timezone.now()
         self.acknowledge_note = note[:2000]
         self.save(update_fields=["state", "acknowledged_by", "acknowledged_at", "acknowledge_note"])
         return True
 
-    def silence(self, *, until=None, until_release: bool = False) -> bool:
+    def silence(self, *, until: datetime | None = None, until_release: bool = False) -> bool:
         """Mute notifications until a date, or until the server ships a new release."""
         if not self.is_open or (until is None and not until_release):
             return False
         self.state = AlertState.SILENCED
         self.silenced_until = until
         self.silenced_until_release = until_release
-        current = self.server.current_snapshot if self.server_id else None
+        current = self.server.current_snapshot if self.server is not None else None
         self.silenced_at_version = (current.server_version if current else "")[:100]
         self.save(update_fields=["state", "silenced_until", "silenced_until_release", "silenced_at_version"])
         return True
 
-    def silence_expired(self, snapshot: Snapshot | None = None, now=None) -> bool:
+    def silence_expired(self, snapshot: Snapshot | None = None, now: datetime | None = None) -> bool:
         """A silenced alert wakes up when its date passes or a new release arrives."""
         if self.state != AlertState.SILENCED:
             return False

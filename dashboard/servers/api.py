@@ -1,7 +1,7 @@
-"""Schema-tax endpoints of the JSON API: servers, their snapshots, and the CI gate.
+"""Schema-tax endpoints of the JSON API: servers and their snapshots.
 
-Every query is scoped to the token's team (`request.team`, set by config.api.TeamTokenAuth); a
-server of another team is simply not found.
+Every query is scoped to the token's team (`request.team`, set by dashboard.teams.api.TeamTokenAuth);
+a server of another team is simply not found.
 """
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema
 
-from dashboard.alerts import gate
 from dashboard.servers.models import McpServer, Snapshot
+from dashboard.teams.api import TeamApiRequest
 
 router = Router(tags=["schema tax"])
 
@@ -52,54 +51,11 @@ class SnapshotPage(Schema):
     items: list[SnapshotSummary]
 
 
-class CheckIn(Schema):
-    server: str = Field(..., description="Name of a server registered in the token's team.")
-    tools_list: dict[str, Any] | list[Any] = Field(
-        ...,
-        description="A tools/list result ({'tools': [...]}), a bare array of tools, or {initialize, tools}.",
-    )
-    instructions: str | None = Field(None, description="The initialize instructions, if the server has any.")
-    version: str | None = Field(None, description="The candidate's serverInfo.version.")
-    git_ref: str | None = Field(None, description="Branch, tag or commit, shown in the report.")
-
-
-class ToolChangeOut(Schema):
-    name: str
-    status: str
-    tokens: int
-    baseline_tokens: int | None
-    delta: int
-
-
-class RuleOut(Schema):
-    measure: str
-    label: str
-    scope: str
-    level: str
-    limit: float
-    value: float
-    breached: bool
-    detail: str
-
-
-class CheckOut(Schema):
-    server: str
-    verdict: str = Field(..., description="pass | warn | fail")
-    encoding: str
-    version: str | None
-    git_ref: str | None
-    totals: dict[str, Any]
-    rules: list[RuleOut]
-    tools: list[ToolChangeOut]
-    findings: list[dict[str, Any]]
-    report: str = Field(..., description="Markdown for one sticky PR comment; starts with a marker line.")
-
-
 class ErrorOut(Schema):
     detail: str
 
 
-def _summary(snapshot: Snapshot | None) -> dict | None:
+def _summary(snapshot: Snapshot | None) -> dict[str, Any] | None:
     if snapshot is None:
         return None
     return {
@@ -120,7 +76,7 @@ def _summary(snapshot: Snapshot | None) -> dict | None:
 
 
 @router.get("/servers", response=list[ServerOut], summary="The team's servers with their current fixed tax")
-def list_servers(request: HttpRequest) -> list[dict]:
+def list_servers(request: TeamApiRequest) -> list[dict[str, Any]]:
     servers = McpServer.objects.filter(team=request.team).select_related("current_snapshot").order_by("name")
     return [
         {
@@ -145,7 +101,7 @@ class PageParams(Schema):
     response={200: SnapshotPage, 404: ErrorOut},
     summary="A server's snapshots, newest first, with the limits judged at each",
 )
-def server_snapshots(request: HttpRequest, name: str, page: Query[PageParams]) -> dict:
+def server_snapshots(request: TeamApiRequest, name: str, page: Query[PageParams]) -> dict[str, Any]:
     server = get_object_or_404(McpServer, team=request.team, name=name)
     snapshots = Snapshot.objects.filter(server=server).order_by("-first_seen", "-pk")
     items = snapshots[page.offset : page.offset + page.limit]
@@ -156,29 +112,3 @@ def server_snapshots(request: HttpRequest, name: str, page: Query[PageParams]) -
         "offset": page.offset,
         "items": [_summary(s) for s in items],
     }
-
-
-@router.post(
-    "/check",
-    response={200: CheckOut, 404: ErrorOut, 422: ErrorOut},
-    summary="CI gate: judge a candidate tools/list against the server's latest snapshot and budgets",
-)
-def check(request: HttpRequest, payload: CheckIn):
-    server = (
-        McpServer.objects.filter(team=request.team, name=payload.server)
-        .select_related("current_snapshot")
-        .first()
-    )
-    if server is None:
-        return 404, {"detail": f"no server named {payload.server!r} in team {request.team.slug!r}"}
-    try:
-        result = gate.run_check(
-            server,
-            payload.tools_list,
-            instructions=payload.instructions,
-            version=payload.version,
-            git_ref=payload.git_ref,
-        )
-    except ValueError as exc:
-        return 422, {"detail": f"tools_list: {exc}"}
-    return 200, result.to_dict()

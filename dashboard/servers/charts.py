@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dashboard.alerts.models import Alert
-from dashboard.servers.selectors import HistoryPoint
+from dashboard.servers.selectors import AlertMark, HistoryPoint
 
 AXES = ("date", "release")
 MAX_RELEASE_TICKS = 40
@@ -28,7 +27,7 @@ def _x(points: list[HistoryPoint], axis: str) -> list[Any]:
     return [p.first_seen.isoformat() if axis == "date" else i for i, p in enumerate(points)]
 
 
-def _nearest_index(points: list[HistoryPoint], alert: Alert) -> int:
+def _nearest_index(points: list[HistoryPoint], alert: AlertMark) -> int:
     if alert.snapshot_id is not None:
         for i, p in enumerate(points):
             if p.pk == alert.snapshot_id:
@@ -43,7 +42,7 @@ def _nearest_index(points: list[HistoryPoint], alert: Alert) -> int:
 
 def history_figure(
     points: list[HistoryPoint],
-    alerts: list[Alert],
+    alerts: list[AlertMark],
     *,
     axis: str,
     encoding: str,
@@ -79,8 +78,11 @@ def history_figure(
         }
     ]
 
-    limited = [(i, p, p.limits.get(LIMIT_MEASURE)) for i, p in enumerate(points)]
-    limited = [(i, p, lim) for i, p, lim in limited if isinstance(lim, dict) and lim.get("limit") is not None]
+    limited: list[tuple[int, HistoryPoint, dict[str, Any]]] = [
+        (i, p, lim)
+        for i, p in enumerate(points)
+        if isinstance(lim := p.limits.get(LIMIT_MEASURE), dict) and lim.get("limit") is not None
+    ]
     if limited:
         level = limited[-1][2].get("level") or "warning"
         budget_x = [xs[i] for i, _, _ in limited]
@@ -162,24 +164,18 @@ def history_figure(
             ticktext=[p.label for _, p in ticks],
             range=[-0.5, max(len(points) - 0.5, 0.5)],
         )
-    layout = {
-        "height": 340,
-        "margin": {"l": 64, "r": 20, "t": 30, "b": 50},
-        "paper_bgcolor": "#fff",
-        "plot_bgcolor": "#fff",
-        "font": {"family": "system-ui, sans-serif", "size": 12, "color": "#1d2330"},
-        # "x": a click on a release gets every trace's point there, the release's link among them.
-        "hovermode": "x",
-        "showlegend": True,
-        "legend": {"orientation": "h", "x": 0, "y": 1.12},
-        "xaxis": xaxis,
-        "yaxis": {
+    layout = base_layout(
+        xaxis=xaxis,
+        yaxis={
             "title": {"text": f"tokens ({encoding})"},
             "rangemode": "tozero",
             "gridcolor": COLORS["grid"],
             "tickformat": ",d",
         },
-    }
+        height=340,
+    )
+    # "x": a click on a release gets every trace's point there, the release's link among them.
+    layout["hovermode"] = "x"
     return {"data": data, "layout": layout}
 
 

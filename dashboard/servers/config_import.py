@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from dashboard.servers.models import McpServer, Stack, Transport
@@ -37,14 +38,14 @@ class ServerSpec:
     placeholders: list[str] = field(default_factory=list)
 
 
-def _servers_object(data: Any) -> dict:
+def _servers_object(data: Any) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigImportError("expected a JSON object with an 'mcpServers' or 'servers' key")
     for key in ("mcpServers", "servers"):
         if isinstance(data.get(key), dict):
-            return data[key]
+            return dict(data[key])
     if isinstance(data.get("mcp"), dict) and isinstance(data["mcp"].get("servers"), dict):
-        return data["mcp"]["servers"]
+        return dict(data["mcp"]["servers"])
     raise ConfigImportError("no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code) object found")
 
 
@@ -103,7 +104,13 @@ class ImportResult:
 
 
 def import_client_config(
-    team: Team, data: Any, *, stack_name: str, source: str = "", user=None, allow_stdio: bool = True
+    team: Team,
+    data: Any,
+    *,
+    stack_name: str,
+    source: str = "",
+    user: User | AnonymousUser | None = None,
+    allow_stdio: bool = True,
 ) -> ImportResult:
     """Create or update the file's servers in `team` and a stack holding them.
 
@@ -130,7 +137,9 @@ def import_client_config(
             }
             server = McpServer.objects.filter(team=team, name=spec.name).first()
             if server is None:
-                server = McpServer.objects.create(team=team, name=spec.name, owner=user, **fields)
+                server = McpServer.objects.create(
+                    team=team, name=spec.name, owner=user if isinstance(user, User) else None, **fields
+                )
                 created.append(spec.name)
             else:
                 for key, value in fields.items():

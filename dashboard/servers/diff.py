@@ -67,13 +67,14 @@ class ToolChange:
 
     @property
     def tokens(self) -> int:
-        return (self.after or self.before).tokens
+        figures = self.after or self.before
+        return figures.tokens if figures else 0
 
 
 @dataclass
 class FindingChange:
     status: str  # new | resolved | kept
-    finding: dict
+    finding: dict[str, Any]
 
 
 @dataclass
@@ -170,7 +171,7 @@ def side_by_side(before: list[str], after: list[str], context: int = CONTEXT_LIN
     return rows
 
 
-def _schema_lines(tool: dict) -> list[str]:
+def _schema_lines(tool: dict[str, Any]) -> list[str]:
     if "inputSchema" not in tool:
         return []
     return json.dumps(tool["inputSchema"], indent=2, ensure_ascii=False).splitlines()
@@ -186,8 +187,8 @@ def _figures(snapshot: Snapshot) -> dict[str, ToolFigures]:
     return figures
 
 
-def _by_name(raw: list[dict]) -> tuple[dict[str, dict], list[str]]:
-    tools: dict[str, dict] = {}
+def _by_name(raw: list[dict[str, Any]]) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    tools: dict[str, dict[str, Any]] = {}
     duplicates = []
     for tool in raw:
         name = str(tool.get("name", ""))
@@ -198,7 +199,7 @@ def _by_name(raw: list[dict]) -> tuple[dict[str, dict], list[str]]:
     return tools, duplicates
 
 
-def _finding_key(finding: dict) -> tuple:
+def _finding_key(finding: dict[str, Any]) -> tuple[Any, ...]:
     # "The surface is large" names every tool, so a release adding one would look like a new
     # finding; it is the same finding at another size.
     if finding.get("kind") == LARGE_SURFACE:
@@ -206,7 +207,7 @@ def _finding_key(finding: dict) -> tuple:
     return finding.get("kind"), tuple(finding.get("tools") or ())
 
 
-def diff_findings(before: list[dict], after: list[dict]) -> list[FindingChange]:
+def diff_findings(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[FindingChange]:
     """Findings of `after`, marked new or kept, then those of `before` that went away."""
     before_keys = {_finding_key(f) for f in before}
     after_keys = {_finding_key(f) for f in after}

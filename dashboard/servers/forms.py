@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 from django import forms
 
 from dashboard.crypto import mask
 from dashboard.servers.models import McpServer, Transport
+from dashboard.teams.models import Team
 
 
 def _parse_pairs(text: str, sep: str, what: str) -> dict[str, str]:
@@ -24,7 +26,7 @@ def _parse_pairs(text: str, sep: str, what: str) -> dict[str, str]:
     return pairs
 
 
-class ServerForm(forms.ModelForm):
+class ServerForm(forms.ModelForm[McpServer]):
     command_line = forms.CharField(
         required=False,
         label="Command",
@@ -41,7 +43,7 @@ class ServerForm(forms.ModelForm):
         model = McpServer
         fields = ["name", "transport", "url", "cwd", "poll_interval_seconds", "enabled"]
 
-    def __init__(self, *args, team, is_admin: bool, **kwargs):
+    def __init__(self, *args: Any, team: Team, is_admin: bool, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
         self.is_admin = is_admin
@@ -54,27 +56,28 @@ class ServerForm(forms.ModelForm):
             self.fields["headers_text"].help_text = self._masked(self.instance.headers, ": ")
 
     @staticmethod
-    def _masked(values: dict, sep: str) -> str:
+    def _masked(values: dict[str, str], sep: str) -> str:
         if not values:
             return ""
         shown = ", ".join(f"{k}{sep}{mask(v)}" for k, v in values.items())
         return f"Stored: {shown}. Leave empty to keep, or enter the full new set."
 
-    def clean_name(self):
-        name = self.cleaned_data["name"].strip()
+    def clean_name(self) -> str:
+        name: str = self.cleaned_data["name"].strip()
         clash = McpServer.objects.filter(team=self.team, name=name).exclude(pk=self.instance.pk)
         if clash.exists():
             raise forms.ValidationError("This team already has a server with that name.")
         return name
 
-    def clean_poll_interval_seconds(self):
-        value = self.cleaned_data["poll_interval_seconds"]
+    def clean_poll_interval_seconds(self) -> int:
+        value: int = self.cleaned_data["poll_interval_seconds"]
         if value < 60:
             raise forms.ValidationError("Poll at most once a minute.")
         return value
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         transport = data.get("transport")
         if transport == Transport.STDIO:
             if not self.is_admin:
@@ -103,7 +106,7 @@ class ServerForm(forms.ModelForm):
             raise forms.ValidationError(exc.messages) from None
         return data
 
-    def save(self, commit=True):
+    def save(self, commit: bool = True) -> McpServer:
         self.instance.team = self.team
         return super().save(commit=commit)
 
@@ -119,8 +122,9 @@ class ImportConfigForm(forms.Form):
 
     MAX_BYTES = 1024 * 1024
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
         upload = data.get("config_file")
         if upload is not None:
             if upload.size > self.MAX_BYTES:

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 from django.utils import timezone
 
 from dashboard.crypto import EncryptedJSONField
 from dashboard.teams.models import Team
+from mcptax.tokens import canonical
 
 
 class Transport(models.TextChoices):
@@ -32,11 +35,11 @@ class PollOutcome(models.TextChoices):
 TRANSIENT_OUTCOMES = {PollOutcome.TIMEOUT, PollOutcome.CONNECT_ERROR, PollOutcome.CRASHED}
 
 
-class McpServerQuerySet(models.QuerySet):
-    def for_user(self, user) -> McpServerQuerySet:
+class McpServerQuerySet(models.QuerySet["McpServer"]):
+    def for_user(self, user: User | AnonymousUser) -> McpServerQuerySet:
         return self.filter(team__in=Team.objects.for_user(user))
 
-    def due(self, now=None) -> McpServerQuerySet:
+    def due(self, now: datetime | None = None) -> McpServerQuerySet:
         now = now or timezone.now()
         return self.filter(enabled=True, next_poll_at__lte=now)
 
@@ -91,7 +94,7 @@ class McpServer(models.Model):
         }
     )
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # A form or command holding an old copy must not undo what a worker wrote meanwhile:
         # the scheduling state is written only by dashboard.servers.polling's conditional updates.
         if self.pk and not self._state.adding and kwargs.get("update_fields") is None:
@@ -114,9 +117,9 @@ class McpServer(models.Model):
 
     def backoff_seconds(self) -> int:
         """Delay before retrying after a transient failure: 30 s doubling, capped at the interval."""
-        return min(self.poll_interval_seconds, 30 * 2 ** min(self.consecutive_failures, 10))
+        return int(min(self.poll_interval_seconds, 30 * 2 ** min(self.consecutive_failures, 10)))
 
-    def lock_is_stale(self, now=None) -> bool:
+    def lock_is_stale(self, now: datetime | None = None) -> bool:
         now = now or timezone.now()
         limit = timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
         return self.polling_since is not None and now - self.polling_since > limit
@@ -156,16 +159,14 @@ class ToolsDocument(models.Model):
         return self.sha256[:12]
 
     @property
-    def raw(self) -> list[dict]:
-        cached = getattr(self, "_raw_cache", None)
+    def raw(self) -> list[dict[str, Any]]:
+        cached: list[dict[str, Any]] | None = getattr(self, "_raw_cache", None)
         if cached is None:
             cached = self._raw_cache = json.loads(self.raw_json)
         return cached
 
     @classmethod
-    def store(cls, sha256: str, tools: list[dict]) -> ToolsDocument:
-        from mcptax.tokens import canonical
-
+    def store(cls, sha256: str, tools: list[dict[str, Any]]) -> ToolsDocument:
         document, _ = cls.objects.get_or_create(sha256=sha256, defaults={"raw_json": canonical(tools)})
         return document
 
@@ -222,7 +223,7 @@ class Snapshot(models.Model):
         return self.server_version or self.sha256[:8]
 
     @property
-    def tools_raw(self) -> list[dict]:
+    def tools_raw(self) -> list[dict[str, Any]]:
         return self.document.raw
 
 

@@ -1,6 +1,7 @@
 """Polling: claim a server, fetch its tools/list, record a snapshot or the failure.
 
-Plain functions; `dashboard.tasks` wraps them for Celery, the `poll` command calls them directly.
+Plain functions; `dashboard.servers.tasks` wraps them for Celery, the `poll` command calls them
+directly.
 """
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ import hashlib
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
-from django.dispatch import Signal
 from django.utils import timezone
 
 from dashboard.servers.models import (
@@ -27,14 +29,12 @@ from dashboard.servers.models import (
     SnapshotTool,
     ToolsDocument,
 )
+from dashboard.servers.signals import snapshot_recorded
 from mcptax import findings as findings_mod
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget, fetch_tools_sync
 
 log = logging.getLogger(__name__)
-
-# Sent once per new snapshot; budgets and alerts listen to it.
-snapshot_recorded = Signal()
 
 
 @dataclass
@@ -47,13 +47,14 @@ class PollSummary:
     snapshot_id: int | None
     skipped: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
 
 
 def target_for(server: McpServer) -> ServerTarget:
     return ServerTarget(
-        transport=server.transport,
+        # A Transport choice; ServerTarget checks it against the client's literal.
+        transport=cast(Any, server.transport),
         command=server.command,
         args=list(server.args or []),
         env=dict(server.env or {}),
@@ -79,7 +80,8 @@ def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
         )
     started = timezone.now()
     t0 = time.monotonic()
-    outcome, message, snapshot, changed = PollOutcome.OK, "", None, False
+    outcome: str = PollOutcome.OK
+    message, snapshot, changed = "", None, False
     try:
         result = fetch_tools_sync(
             target_for(server),
@@ -132,7 +134,9 @@ def _release(server: McpServer, run: PollRun) -> None:
     )
 
 
-def record_snapshot(server: McpServer, result: FetchResult, *, seen_at=None) -> tuple[Snapshot, bool]:
+def record_snapshot(
+    server: McpServer, result: FetchResult, *, seen_at: datetime | None = None
+) -> tuple[Snapshot, bool]:
     """Extend the current snapshot when nothing changed, else store a new one. Returns (snapshot, changed).
 
     The comparison costs one sha256; tokenizing happens only for a new list.
@@ -217,7 +221,7 @@ def record_snapshot(server: McpServer, result: FetchResult, *, seen_at=None) -> 
     return snapshot, True
 
 
-def _team_medians(server: McpServer) -> dict:
+def _team_medians(server: McpServer) -> dict[str, Any]:
     """Median description and schema tokens over the team's current tools, for the 'far above' rules."""
     rows = SnapshotTool.objects.filter(
         snapshot__in=McpServer.objects.filter(team=server.team)
@@ -237,19 +241,14 @@ def _after_new_snapshot(snapshot: Snapshot) -> None:
     transaction.on_commit(lambda: snapshot_recorded.send(sender=Snapshot, snapshot=snapshot))
 
 
-def dispatch_due(now=None, enqueue=None) -> list[int]:
-    """Find servers due for a poll and hand each to `enqueue` (the Celery task by default).
+def dispatch_due(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
+    """Find servers due for a poll and hand each server's id to `enqueue` (the caller's: beat's
+    task passes the poll task's `.delay`).
 
     next_poll_at is pushed forward when dispatching, so beat ticking again before the poll runs
     does not enqueue the same server twice.
     """
     now = now or timezone.now()
-    if enqueue is None:
-        from dashboard.tasks import poll_server_task
-
-        def enqueue(pk: int) -> None:
-            poll_server_task.delay(pk)
-
     dispatched = []
     for server in (
         McpServer.objects.due(now).filter(polling_since__isnull=True).only("pk", "poll_interval_seconds")

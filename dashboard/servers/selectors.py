@@ -8,22 +8,20 @@ and one windowed query, never from a query per row.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 from urllib.parse import urlencode
 
-from django.db.models import F, OuterRef, Prefetch, Subquery, Window
+from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
-from dashboard.alerts.models import Alert
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
+from dashboard.servers.pending import poll_in_flight
 from dashboard.teams.models import Team
 
 SPARKLINE_POINTS = 30
 CONTEXT_WINDOWS = [32_000, 128_000, 200_000, 400_000, 1_000_000]
-# A "poll now" whose worker has not picked it up yet still counts as running for this long.
-PENDING_POLL_GRACE = timedelta(minutes=2)
 
 BUDGET_OVER = "over budget"
 BUDGET_WARNING = "warning"
@@ -42,7 +40,7 @@ STATUS_FILTERS = {
 }
 
 
-def budget_status(limits: dict | None) -> str:
+def budget_status(limits: dict[str, Any] | None) -> str:
     """Over budget if any error-level limit is breached, warning if a warning one is, else ok."""
     if not limits:
         return BUDGET_NONE
@@ -78,37 +76,6 @@ def sparkline_points(values: list[int], width: int = 120, height: int = 28, pad:
         y = height / 2 if span == 0 else pad + (height - 2 * pad) * (1 - (v - low) / span)
         points.append(f"{pad + i * step:.1f},{y:.1f}")
     return " ".join(points)
-
-
-def parse_pending(raw: str | None) -> tuple[int, datetime] | None:
-    """`<server id>:<epoch seconds>`, as carried by a poll-now refresh URL."""
-    if not raw or ":" not in raw:
-        return None
-    pk, _, stamp = raw.partition(":")
-    try:
-        return int(pk), datetime.fromtimestamp(float(stamp), tz=UTC)
-    except (ValueError, OverflowError, OSError):
-        return None
-
-
-def pending_token(server: McpServer, at: datetime | None = None) -> str:
-    return f"{server.pk}:{(at or timezone.now()).timestamp():.6f}"
-
-
-def poll_in_flight(
-    server: McpServer, pending: tuple[int, datetime] | None, now: datetime | None = None
-) -> bool:
-    """Polling now, or asked to poll (poll now) and the worker has not finished it yet."""
-    if server.polling_since is not None:
-        return True
-    if pending is None or pending[0] != server.pk:
-        return False
-    now = now or timezone.now()
-    requested = pending[1]
-    if requested > now + timedelta(seconds=5):
-        return False  # a request "from the future" is not ours; never poll forever on it
-    finished = server.last_poll_at is not None and server.last_poll_at >= requested
-    return not finished and now - requested < PENDING_POLL_GRACE
 
 
 # --- Team overview ----------------------------------------------------------------------------------
@@ -224,25 +191,27 @@ def overview_rows(
         )
     )
     now = timezone.now()
-    rows = [
-        ServerRow(
-            server=s,
-            snapshot=s.current_snapshot,
-            window=window,
-            release_prev_tax=s.release_prev_tax,
-            release_prev_label=s.release_prev_label or "",
-            release_prev_pk=s.release_prev_pk,
-            release_pk=s.release_pk,
-            in_flight=poll_in_flight(s, pending, now),
-        )
-        for s in servers
-    ]
+    rows = [_server_row(s, window, pending, now) for s in servers]
     shown = [r for r in rows if r.matches(status)]
     sort, key, descending = normalize_sort(sort, SORT_KEYS, DEFAULT_SORT)
     shown.sort(key=lambda r: r.server.name.lower())
     shown.sort(key=SORT_KEYS[key], reverse=descending)
     attach_sparklines(shown)
     return shown, rows, sort
+
+
+def _server_row(server: Any, window: int, pending: tuple[int, datetime] | None, now: datetime) -> ServerRow:
+    # `server` is an McpServer carrying the release_* annotations of overview_rows' query.
+    return ServerRow(
+        server=server,
+        snapshot=server.current_snapshot,
+        window=window,
+        release_prev_tax=server.release_prev_tax,
+        release_prev_label=server.release_prev_label or "",
+        release_prev_pk=server.release_prev_pk,
+        release_pk=server.release_pk,
+        in_flight=poll_in_flight(server, pending, now),
+    )
 
 
 def attach_sparklines(rows: list[ServerRow]) -> None:
@@ -278,26 +247,32 @@ class TeamTotal:
 
 def team_total(rows: list[ServerRow], window: int) -> TeamTotal:
     """What an agent loading every enabled server pays per request (filters do not change it)."""
-    counted = [r for r in rows if r.server.enabled and r.tax is not None]
-    return TeamTotal(sum(r.tax for r in counted), len(counted), window)
+    taxes = [r.tax for r in rows if r.server.enabled and r.tax is not None]
+    return TeamTotal(sum(taxes), len(taxes), window)
 
 
-def stacks_with_totals(team: Team) -> list[Stack]:
+@dataclass
+class StackRow:
+    stack: Stack
+    members: list[McpServer]
+    total_tokens: int
+    unpolled: list[McpServer]
+
+
+def stacks_with_totals(team: Team) -> list[StackRow]:
     """Stacks with their members' current fixed tax summed (members prefetched, two queries)."""
     members_qs = McpServer.objects.select_related("current_snapshot").defer(
         "current_snapshot__instructions", "current_snapshot__findings"
     )
-    stacks = list(
-        Stack.objects.filter(team=team).prefetch_related(
-            Prefetch("servers", queryset=members_qs.order_by("name"))
-        )
+    stacks = Stack.objects.filter(team=team).prefetch_related(
+        Prefetch("servers", queryset=members_qs.order_by("name"))
     )
+    rows = []
     for stack in stacks:
         members = list(stack.servers.all())
-        stack.members = members
-        stack.total_tokens = sum(m.current_snapshot.fixed_tax_tokens for m in members if m.current_snapshot)
-        stack.unpolled = [m for m in members if m.current_snapshot is None]
-    return stacks
+        total = sum(m.current_snapshot.fixed_tax_tokens for m in members if m.current_snapshot)
+        rows.append(StackRow(stack, members, total, [m for m in members if m.current_snapshot is None]))
+    return rows
 
 
 # --- Server page ----------------------------------------------------------------------------------
@@ -329,7 +304,7 @@ class HistoryPoint:
     tool_count: int
     instructions_tokens: int
     is_release: bool
-    limits: dict
+    limits: dict[str, Any]
     previous_id: int | None
     delta: int | None = None
     findings_count: int | None = None
@@ -400,7 +375,7 @@ DEFAULT_TOOL_SORT = "-tokens"
 
 def tool_rows(
     snapshot: Snapshot, compare_to_pk: int | None, sort: str | None = None
-) -> tuple[list[ToolRow], list[dict], str]:
+) -> tuple[list[ToolRow], list[dict[str, Any]], str]:
     """The snapshot's tools with their change since `compare_to_pk`, plus the tools that went away."""
     wanted = [snapshot.pk] + ([compare_to_pk] if compare_to_pk else [])
     tools = SnapshotTool.objects.filter(snapshot_id__in=wanted).values_list(
@@ -426,15 +401,37 @@ def tool_rows(
     return rows, removed, sort
 
 
-def server_alerts(server: McpServer) -> list[Alert]:
+class AlertMark(Protocol):
+    """What the server page's chart shows of an alert. Alerts live in dashboard.alerts, which
+    depends on this package, so they are reached through the `alerts` reverse relation."""
+
+    level: str
+    message: str
+    opened_at: datetime
+    snapshot_id: int | None
+
+
+def server_alerts(server: McpServer) -> list[AlertMark]:
     return list(
-        Alert.objects.filter(server=server)
-        .only("pk", "level", "message", "opened_at", "state", "measure", "snapshot_id")
-        .order_by("opened_at")[:500]
+        server.alerts.only("pk", "level", "message", "opened_at", "state", "measure", "snapshot_id").order_by(
+            "opened_at"
+        )[:500]
     )
 
 
-def poll_runs(server: McpServer):
+def snapshot_of(server: McpServer, pk: int) -> Snapshot | None:
+    return Snapshot.objects.filter(server=server, pk=pk).first()
+
+
+def snapshots_with_documents(server: McpServer, pks: list[int]) -> dict[int, Snapshot]:
+    return {s.pk: s for s in Snapshot.objects.filter(server=server, pk__in=pks).select_related("document")}
+
+
+def last_poll_run(server: McpServer) -> PollRun | None:
+    return server.poll_runs.order_by("-started", "-pk").first()
+
+
+def poll_runs(server: McpServer) -> QuerySet[PollRun]:
     return (
         PollRun.objects.filter(server=server)
         .select_related("snapshot")

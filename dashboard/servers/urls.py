@@ -1,8 +1,8 @@
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 
 from dashboard.servers import views
 
-server_urls = [
+server_urls: list[URLPattern | URLResolver] = [
     path("", views.server_detail, name="server_detail"),
     path("status/", views.server_status, name="server_status"),
     path("poll/", views.poll_now, name="poll_now"),
@@ -11,18 +11,13 @@ server_urls = [
     path("delete/", views.server_delete, name="server_delete"),
 ]
 
-team_urls = [
+team_urls: list[URLPattern | URLResolver] = [
     path("", views.team_overview, name="team_overview"),
-    path("settings/", views.team_settings, name="team_settings"),
-    path("settings/tokens/", views.create_api_token, name="create_api_token"),
-    path("settings/tokens/<int:token_id>/revoke/", views.revoke_api_token, name="revoke_api_token"),
     path("servers/add/", views.server_add, name="server_add"),
     path("servers/<uuid:code>/", include(server_urls)),
     path("stacks/", views.stacks, name="stacks"),
 ]
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("t/<slug:team_slug>/", include(team_urls)),
-    path("", include("dashboard.alerts.urls")),
 ]

@@ -1,87 +1,46 @@
+"""The schema-tax pages: the team overview, a server's page, its diff, registering servers, stacks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
 from urllib.parse import urlencode
+from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.contrib.auth.models import User
+from django.core.paginator import Page, Paginator
 from django.db import transaction
-from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
+from django.http import Http404, HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseStopPolling, trigger_client_event
+from django_htmx.http import trigger_client_event
 
-from dashboard.servers import charts
+from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page, wants_fragment
+from dashboard.servers import charts, selectors
 from dashboard.servers import diff as diff_mod
-from dashboard.servers import selectors as pages
 from dashboard.servers.config_import import ConfigImportError, import_client_config
 from dashboard.servers.forms import ImportConfigForm, ServerForm
-from dashboard.servers.models import McpServer, Snapshot, Transport
+from dashboard.servers.models import McpServer, Transport
+from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
+from dashboard.servers.selectors import HistoryPoint
+from dashboard.servers.tasks import poll_server_task
 from dashboard.system.models import WorkerHeartbeat
-from dashboard.teams.access import default_team_for_user, get_team_for_user
-from dashboard.teams.models import ApiToken, Team
+from dashboard.teams.access import get_team_for_user
+from dashboard.teams.models import Team
 
 
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    team = default_team_for_user(request)
-    if team is None:
-        return render(request, "teams/no_team.html")
-    return redirect("team_overview", team_slug=team.slug)
-
-
-@login_required
-def team_settings(request: HttpRequest, team_slug: str) -> HttpResponse:
+def _get_server_for_user(request: HtmxHttpRequest, team_slug: str, code: UUID) -> tuple[Team, McpServer]:
     team = get_team_for_user(request, team_slug)
-    ctx = {
-        "team": team,
-        "is_admin": team.is_admin(request.user),
-        "memberships": team.memberships.select_related("user").order_by("user__username"),
-        "tokens": team.api_tokens.select_related("created_by"),
-    }
-    return render(request, "teams/settings.html", ctx)
-
-
-@login_required
-@require_POST
-def create_api_token(request: HttpRequest, team_slug: str) -> HttpResponse:
-    team = get_team_for_user(request, team_slug, admin=True)
-    name = request.POST.get("name", "").strip()[:100]
-    if not name:
-        messages.error(request, "Give the token a name, e.g. the CI job that will use it.")
-        return redirect("team_settings", team_slug=team.slug)
-    token, plaintext = ApiToken.issue(team, name, created_by=request.user)
-    ctx = {"team": team, "token": token, "plaintext": plaintext}
-    return render(request, "teams/token_created.html", ctx)
-
-
-@login_required
-@require_POST
-def revoke_api_token(request: HttpRequest, team_slug: str, token_id: int) -> HttpResponse:
-    team = get_team_for_user(request, team_slug, admin=True)
-    token = team.api_tokens.filter(pk=token_id).first()
-    if token is None:
-        return HttpResponse(status=404)
-    token.revoke()
-    if request.htmx:
-        return render(request, "teams/settings.html#token-row", {"team": team, "t": token})
-    return redirect("team_settings", team_slug=team.slug)
-
-
-# --- Schema-tax pages ---------------------------------------------------------------------------
-
-
-def _get_server_for_user(request: HttpRequest, team_slug: str, code) -> tuple[Team, McpServer]:
-    team = get_team_for_user(request, team_slug)
-    server = McpServer.objects.select_related("current_snapshot").filter(team=team, code=code).first()
-    if server is None:
-        raise Http404("No such server")
+    server = get_object_or_404(McpServer.objects.select_related("current_snapshot"), team=team, code=code)
     server.team = team  # already loaded; saves a query wherever server.team is used
     return team, server
 
 
-def _context_window(params, team: Team) -> int:
+def _context_window(params: QueryDict, team: Team) -> int:
     try:
         window = int(params.get("window") or team.context_window)
     except ValueError:
@@ -89,23 +48,16 @@ def _context_window(params, team: Team) -> int:
     return window if 1_000 <= window <= 10_000_000 else team.context_window
 
 
-def _page(request: HttpRequest, items, param: str, per_page: int):
+def _page(request: HtmxHttpRequest, items: Any, param: str, per_page: int) -> Page[Any]:
     return Paginator(items, per_page).get_page(request.GET.get(param))
 
 
-def _render_region(request: HttpRequest, template: str, ctx: dict, *, stop_polling: bool) -> HttpResponse:
-    """A partial; 286 (htmx stops polling) once the region has nothing left to wait for."""
-    if stop_polling:
-        return HttpResponseStopPolling(render_to_string(template, ctx, request=request))
-    return render(request, template, ctx)
-
-
-def _overview_context(team: Team, params) -> dict:
+def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
     window = _context_window(params, team)
     status = params.get("status", "")
-    status = status if status in pages.STATUS_FILTERS else ""
-    pending = pages.parse_pending(params.get("pending"))
-    rows, all_rows, sort = pages.overview_rows(
+    status = status if status in selectors.STATUS_FILTERS else ""
+    pending = parse_pending(params.get("pending"))
+    rows, all_rows, sort = selectors.overview_rows(
         team, window=window, sort=params.get("sort"), status=status, pending=pending
     )
     in_flight = any(r.in_flight for r in rows)
@@ -113,18 +65,18 @@ def _overview_context(team: Team, params) -> dict:
         "team": team,
         "rows": rows,
         # What an agent loading every server pays, whatever the filter shows.
-        "total": pages.team_total(all_rows, window),
+        "total": selectors.team_total(all_rows, window),
         "server_count": len(all_rows),
         "sort": sort,
         "status": status,
-        "statuses": pages.STATUS_FILTERS,
+        "statuses": selectors.STATUS_FILTERS,
         "window": window,
-        "windows": sorted({*pages.CONTEXT_WINDOWS, team.context_window}),
+        "windows": sorted({*selectors.CONTEXT_WINDOWS, team.context_window}),
         "in_flight": in_flight,
         # Carried in the refresh URL so a requested poll the worker has not started still counts.
         "pending": params.get("pending", "") if in_flight else "",
         "query": _overview_query(sort, status, window, team),
-        "columns": pages.sort_columns(
+        "columns": selectors.sort_columns(
             OVERVIEW_COLUMNS,
             sort,
             {"status": status, "window": window if window != team.context_window else None},
@@ -145,21 +97,18 @@ OVERVIEW_COLUMNS = [
 
 
 @login_required
-def team_overview(request: HttpRequest, team_slug: str) -> HttpResponse:
+def team_overview(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = _overview_context(team, request.GET)
-    if request.htmx:
-        stop = not ctx["in_flight"] and request.GET.get("refresh") == "1"
-        return _render_region(request, "servers/overview.html#servers-region", ctx, stop_polling=stop)
-    from ingest.fidelity.selectors.agents import overview_panel
-
-    ctx["fidelity"] = overview_panel(team)
-    ctx["worker"] = WorkerHeartbeat.status()
-    return render(request, "servers/overview.html", ctx)
+    if fragment_target(request) is None:
+        ctx["worker"] = WorkerHeartbeat.status()
+    # The refresh poll stops once nothing is in flight; a filter or sort change never polls.
+    stop = not ctx["in_flight"] and request.GET.get("refresh") == "1"
+    return render_page(request, "servers/overview.html", ctx, fragment="servers-region", stop_polling=stop)
 
 
 def _overview_query(sort: str, status: str, window: int, team: Team) -> str:
-    params = {"sort": sort}
+    params: dict[str, str | int] = {"sort": sort}
     if status:
         params["status"] = status
     if window != team.context_window:
@@ -167,22 +116,26 @@ def _overview_query(sort: str, status: str, window: int, team: Team) -> str:
     return urlencode(params)
 
 
+SERVER_REGIONS = ("chart-region", "tools-region", "snapshots-region", "polls-region")
+
+
 @login_required
-def server_detail(request: HttpRequest, team_slug: str, code) -> HttpResponse:
+def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
-    history = pages.snapshot_history(server)
-    by_pk = {p.pk: p for p in history}
+    history = selectors.snapshot_history(server)
+    by_pk: dict[int | None, HistoryPoint] = {p.pk: p for p in history}
     selected_pk = _int(request.GET.get("at"))
     if selected_pk not in by_pk:
         selected_pk = server.current_snapshot_id
-    snapshot = None
-    if selected_pk is not None:
-        snapshot = Snapshot.objects.filter(server=server, pk=selected_pk).first()
-    axis = request.GET.get("axis") if request.GET.get("axis") in charts.AXES else "date"
-    compare = pages.previous_release_of(history, snapshot.pk) if snapshot else None
-    target = request.htmx.target if request.htmx else None
+    snapshot = selectors.snapshot_of(server, selected_pk) if selected_pk is not None else None
+    axis = request.GET.get("axis") or "date"
+    axis = axis if axis in charts.AXES else "date"
+    compare = selectors.previous_release_of(history, snapshot.pk) if snapshot else None
+    target = fragment_target(request)
+    if target not in SERVER_REGIONS:
+        target = None
 
-    ctx: dict = {
+    ctx: dict[str, Any] = {
         "team": team,
         "server": server,
         "snapshot": snapshot,
@@ -194,35 +147,29 @@ def server_detail(request: HttpRequest, team_slug: str, code) -> HttpResponse:
         "can_manage": _can_manage(request, team, server),
     }
     if target in (None, "chart-region"):
-        alerts = pages.server_alerts(server)
+        alerts = selectors.server_alerts(server)
         ctx["figure"] = charts.history_figure(
             history,
             alerts,
             axis=axis,
             encoding=snapshot.encoding if snapshot else "cl100k_base",
             release_url=lambda p: _diff_url(team, server, p.previous_id, p.pk),
-            snapshot_url=lambda p: reverse("server_detail", args=[team.slug, server.code]) + f"?at={p.pk}",
+            snapshot_url=lambda p: _snapshot_url(team, server, p),
         )
         ctx["alerts"] = alerts
     if target in (None, "tools-region") and snapshot is not None:
         ctx["tool_columns"] = TOOL_COLUMNS
-        ctx["tools"], ctx["removed_tools"], ctx["tool_sort"] = pages.tool_rows(
+        ctx["tools"], ctx["removed_tools"], ctx["tool_sort"] = selectors.tool_rows(
             snapshot, compare.pk if compare else None, request.GET.get("tsort")
         )
     if target in (None, "snapshots-region"):
         ctx["snapshots_page"] = _page(request, list(reversed(history)), "snaps_page", 20)
-        pages.attach_findings_counts(list(ctx["snapshots_page"]))
+        selectors.attach_findings_counts(list(ctx["snapshots_page"]))
     if target in (None, "polls-region"):
-        ctx["polls_page"] = _page(request, pages.poll_runs(server), "polls_page", 15)
-    if target in ("chart-region", "tools-region", "snapshots-region", "polls-region"):
-        return render(request, f"servers/server_detail.html#{target}", ctx)
-    if snapshot is not None and ctx["is_current"]:
-        from ingest.fidelity.selectors.totals import unused_tools
-
-        ctx["unused_tools"] = unused_tools(server, days=30)
-        ctx["unused_tokens"] = sum(t["tokens"] for t in ctx["unused_tools"])
-    ctx.update(_status_ctx(request, server, None))
-    return render(request, "servers/server_detail.html", ctx)
+        ctx["polls_page"] = _page(request, selectors.poll_runs(server), "polls_page", 15)
+    if target is None:
+        ctx.update(_status_ctx(request, server, None))
+    return render_page(request, "servers/server_detail.html", ctx, fragment=target)
 
 
 TOOL_COLUMNS = [
@@ -236,7 +183,9 @@ TOOL_COLUMNS = [
 ]
 
 
-def _int(raw) -> int | None:
+def _int(raw: str | None) -> int | None:
+    if raw is None:
+        return None
     try:
         return int(raw)
     except (TypeError, ValueError):
@@ -248,28 +197,34 @@ def _diff_url(team: Team, server: McpServer, a: int | None, b: int) -> str:
     return f"{url}?a={a}&b={b}" if a else f"{url}?b={b}"
 
 
-def _can_manage(request: HttpRequest, team: Team, server: McpServer | None = None) -> bool:
+def _snapshot_url(team: Team, server: McpServer, point: HistoryPoint) -> str:
+    return reverse("server_detail", args=[team.slug, server.code]) + f"?at={point.pk}"
+
+
+def _can_manage(request: HtmxHttpRequest, team: Team, server: McpServer | None = None) -> bool:
     if team.is_admin(request.user):
         return True
     # Members manage the HTTP servers they registered; a stdio server runs a command on the worker.
     return server is not None and server.owner_id == request.user.pk and server.transport != Transport.STDIO
 
 
-def _status_ctx(request: HttpRequest, server: McpServer, pending) -> dict:
-    in_flight = pages.poll_in_flight(server, pending)
+def _status_ctx(
+    request: HtmxHttpRequest, server: McpServer, pending: tuple[int, datetime] | None
+) -> dict[str, Any]:
+    in_flight = poll_in_flight(server, pending)
     return {
         "can_manage": _can_manage(request, server.team, server),
         "in_flight": in_flight,
-        "pending": pages.pending_token(server, pending[1]) if (pending and in_flight) else "",
-        "last_run": server.poll_runs.order_by("-started", "-pk").first(),
+        "pending": pending_token(server, pending[1]) if (pending and in_flight) else "",
+        "last_run": selectors.last_poll_run(server),
     }
 
 
 @login_required
-def server_status(request: HttpRequest, team_slug: str, code) -> HttpResponse:
+def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     """The server header's poll status; polled by htmx while a poll runs."""
     team, server = _get_server_for_user(request, team_slug, code)
-    pending = pages.parse_pending(request.GET.get("pending"))
+    pending = parse_pending(request.GET.get("pending"))
     ctx = {
         "team": team,
         "server": server,
@@ -277,7 +232,7 @@ def server_status(request: HttpRequest, team_slug: str, code) -> HttpResponse:
         **_status_ctx(request, server, pending),
     }
     done = not ctx["in_flight"]
-    response = _render_region(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
+    response = render_fragment(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
     if done and pending:
         # The page's chart, tools and poll history listen for this and refresh themselves.
         trigger_client_event(response, "pollFinished", {"server": str(server.code)})
@@ -286,33 +241,32 @@ def server_status(request: HttpRequest, team_slug: str, code) -> HttpResponse:
 
 @login_required
 @require_POST
-def poll_now(request: HttpRequest, team_slug: str, code) -> HttpResponse:
+def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
     requested = timezone.now()
     if server.is_polling:
         messages.info(request, f"{server.name} is already being polled.")
     else:
-        from dashboard.tasks import poll_server_task
-
         # After commit, so the worker never looks for state this request has not written yet.
         transaction.on_commit(lambda: poll_server_task.delay(server.pk, "manual"))
-    pending = pages.pending_token(server, requested)
-    if not request.htmx:
+    pending = pending_token(server, requested)
+    if not wants_fragment(request):
         messages.success(request, f"Poll of {server.name} requested.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
     if request.GET.get("from") == "overview":
         params = request.GET.copy()
         params["pending"] = pending
-        ctx = _overview_context(team, params)
-        return render(request, "servers/overview.html#servers-region", ctx)
+        return render_fragment(
+            request, "servers/overview.html#servers-region", _overview_context(team, params)
+        )
     server.refresh_from_db()
     ctx = {
         "team": team,
         "server": server,
         "window": team.context_window,
-        **_status_ctx(request, server, pages.parse_pending(pending)),
+        **_status_ctx(request, server, parse_pending(pending)),
     }
-    response = render(request, "servers/server_detail.html#status-region", ctx)
+    response = render_fragment(request, "servers/server_detail.html#status-region", ctx)
     if not ctx["in_flight"]:
         # Already done (an eager or very fast worker): refresh the page's regions now.
         trigger_client_event(response, "pollFinished", {"server": str(server.code)})
@@ -320,10 +274,10 @@ def poll_now(request: HttpRequest, team_slug: str, code) -> HttpResponse:
 
 
 @login_required
-def snapshot_diff(request: HttpRequest, team_slug: str, code) -> HttpResponse:
+def snapshot_diff(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
-    history = pages.snapshot_history(server)
-    by_pk = {p.pk: p for p in history}
+    history = selectors.snapshot_history(server)
+    by_pk: dict[int | None, HistoryPoint] = {p.pk: p for p in history}
     b_pk = _int(request.GET.get("b")) or server.current_snapshot_id
     if request.GET.get("b") and b_pk not in by_pk:
         raise Http404("No such snapshot of this server")
@@ -332,11 +286,9 @@ def snapshot_diff(request: HttpRequest, team_slug: str, code) -> HttpResponse:
         raise Http404("No such snapshot of this server")
     if a_pk is None and b_pk in by_pk:
         a_pk = by_pk[b_pk].previous_id
-    wanted = [pk for pk in (a_pk, b_pk) if pk is not None]
-    snaps = {
-        s.pk: s for s in Snapshot.objects.filter(server=server, pk__in=wanted).select_related("document")
-    }
-    a, b = snaps.get(a_pk), snaps.get(b_pk)
+    snaps = selectors.snapshots_with_documents(server, [pk for pk in (a_pk, b_pk) if pk is not None])
+    a = snaps.get(a_pk) if a_pk is not None else None
+    b = snaps.get(b_pk) if b_pk is not None else None
     ctx = {
         "team": team,
         "server": server,
@@ -352,13 +304,13 @@ def snapshot_diff(request: HttpRequest, team_slug: str, code) -> HttpResponse:
 
 
 @login_required
-def server_add(request: HttpRequest, team_slug: str) -> HttpResponse:
+def server_add(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     is_admin = team.is_admin(request.user)
     form = ServerForm(request.POST or None, team=team, is_admin=is_admin)
     if request.method == "POST" and form.is_valid():
         server = form.save(commit=False)
-        server.owner = request.user
+        server.owner = request.user if isinstance(request.user, User) else None  # login_required
         server.save()
         messages.success(request, f"{server.name} registered. Its first poll runs shortly.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
@@ -366,7 +318,7 @@ def server_add(request: HttpRequest, team_slug: str) -> HttpResponse:
 
 
 @login_required
-def server_edit(request: HttpRequest, team_slug: str, code) -> HttpResponse:
+def server_edit(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
     if not _can_manage(request, team, server):
         raise Http404("Only team admins and the server's owner can change it")
@@ -381,7 +333,7 @@ def server_edit(request: HttpRequest, team_slug: str, code) -> HttpResponse:
 
 
 @login_required
-def server_delete(request: HttpRequest, team_slug: str, code) -> HttpResponse:
+def server_delete(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
     if not _can_manage(request, team, server):
         raise Http404("Only team admins and the server's owner can delete it")
@@ -395,7 +347,7 @@ def server_delete(request: HttpRequest, team_slug: str, code) -> HttpResponse:
 
 
 @login_required
-def stacks(request: HttpRequest, team_slug: str) -> HttpResponse:
+def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     is_admin = team.is_admin(request.user)
     form = ImportConfigForm(request.POST or None, request.FILES or None)
@@ -425,7 +377,7 @@ def stacks(request: HttpRequest, team_slug: str) -> HttpResponse:
             return redirect("stacks", team_slug=team.slug)
     ctx = {
         "team": team,
-        "stacks": pages.stacks_with_totals(team),
+        "stacks": selectors.stacks_with_totals(team),
         "form": form,
         "is_admin": is_admin,
         "window": team.context_window,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from django.http import Http404, HttpRequest
+from django.shortcuts import get_object_or_404
 
 from dashboard.teams.models import Team
 
 
 def get_team_for_user(request: HttpRequest, slug: str, *, admin: bool = False) -> Team:
-    team = Team.objects.for_user(request.user).filter(slug=slug).first()
-    if team is None:
-        raise Http404("No such team")
+    team = get_object_or_404(Team.objects.for_user(request.user), slug=slug)
     if admin and not team.is_admin(request.user):
         # The object exists and is visible, so a 403 would be honest; but it is still a
         # privilege the user lacks, and a 404 leaks nothing about what admins can do.

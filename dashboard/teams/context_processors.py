@@ -1,9 +1,17 @@
+from __future__ import annotations
+
+from typing import Any
+
 from django.http import HttpRequest
 
 from dashboard.teams.models import Team
 
+# Alert.state's value for an alert nobody has handled; spelled here because teams sits below
+# alerts in the dependency order and reaches alerts only through the reverse relation.
+ACTIVE_ALERT_STATE = "active"
 
-def navigation(request: HttpRequest) -> dict:
+
+def navigation(request: HttpRequest) -> dict[str, Any]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
@@ -11,9 +19,5 @@ def navigation(request: HttpRequest) -> dict:
     match = getattr(request, "resolver_match", None)
     slug = match.kwargs.get("team_slug") if match else None
     current = next((t for t in teams if t.slug == slug), teams[0] if teams else None)
-    active_alerts = 0
-    if current is not None:
-        from dashboard.alerts.models import Alert, AlertState
-
-        active_alerts = Alert.objects.filter(team=current, state=AlertState.ACTIVE).count()
+    active_alerts = current.alerts.filter(state=ACTIVE_ALERT_STATE).count() if current is not None else 0
     return {"nav_teams": teams, "nav_team": current, "nav_active_alerts": active_alerts}

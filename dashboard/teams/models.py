@@ -6,16 +6,18 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
 from django.utils import timezone
 from django.utils.text import slugify
 
 
-class TeamQuerySet(models.QuerySet):
-    def for_user(self, user) -> TeamQuerySet:
-        if not user.is_authenticated:
+class TeamQuerySet(models.QuerySet["Team"]):
+    def for_user(self, user: User | AnonymousUser) -> TeamQuerySet:
+        if isinstance(user, AnonymousUser):
             return self.none()
         return self.filter(memberships__user=user)
 
@@ -37,7 +39,7 @@ class Team(models.Model):
     def __str__(self) -> str:
         return self.name
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if not self.slug:
             self.slug = self._unique_slug()
         super().save(*args, **kwargs)
@@ -49,11 +51,13 @@ class Team(models.Model):
             slug, n = f"{base}-{n}", n + 1
         return slug
 
-    def role_of(self, user) -> str | None:
+    def role_of(self, user: User | AnonymousUser) -> str | None:
+        if isinstance(user, AnonymousUser):
+            return None
         membership = self.memberships.filter(user=user).first()
         return membership.role if membership else None
 
-    def is_admin(self, user) -> bool:
+    def is_admin(self, user: User | AnonymousUser) -> bool:
         return self.role_of(user) in (Membership.Role.OWNER, Membership.Role.ADMIN)
 
 
@@ -82,7 +86,7 @@ def _hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-class ApiTokenQuerySet(models.QuerySet):
+class ApiTokenQuerySet(models.QuerySet["ApiToken"]):
     def active(self) -> ApiTokenQuerySet:
         return self.filter(revoked_at__isnull=True)
 
@@ -112,7 +116,7 @@ class ApiToken(models.Model):
         return f"{self.name} ({TOKEN_PREFIX}_{self.key_id}_…)"
 
     @classmethod
-    def issue(cls, team: Team, name: str, created_by=None) -> tuple[ApiToken, str]:
+    def issue(cls, team: Team, name: str, created_by: User | None = None) -> tuple[ApiToken, str]:
         """Create a token; return the row and the plaintext token (never stored)."""
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
@@ -127,7 +131,7 @@ class ApiToken(models.Model):
         if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
             return None
         _, key_id, secret = parts
-        token = cls.objects.active().select_related("team").filter(key_id=key_id).first()
+        token: ApiToken | None = cls.objects.active().select_related("team").filter(key_id=key_id).first()
         if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(secret)):
             return None
         # Avoid a write on every request: a minute's precision is enough for "last used".

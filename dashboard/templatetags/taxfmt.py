@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from django import template
 from django.utils import timezone
@@ -13,7 +14,7 @@ MINUS = "\u2212"
 
 
 @register.filter
-def tokens(value) -> str:
+def tokens(value: Any) -> str:
     if value is None or value == "":
         return "–"
     try:
@@ -24,7 +25,7 @@ def tokens(value) -> str:
 
 
 @register.filter
-def signed(value) -> str:
+def signed(value: Any) -> str:
     """+1,234 / −142 / ±0; the sign is the point of a delta."""
     if value is None or value == "":
         return "–"
@@ -35,14 +36,14 @@ def signed(value) -> str:
 
 
 @register.filter
-def pct(value, digits: int = 1) -> str:
+def pct(value: Any, digits: int = 1) -> str:
     if value is None or value == "":
         return "–"
     return f"{float(value):.{int(digits)}f}%"
 
 
 @register.filter
-def signed_pct(value, digits: int = 1) -> str:
+def signed_pct(value: Any, digits: int = 1) -> str:
     if value is None or value == "":
         return "–"
     number = float(value)
@@ -53,7 +54,7 @@ def signed_pct(value, digits: int = 1) -> str:
 
 
 @register.filter
-def delta_css(value) -> str:
+def delta_css(value: Any) -> str:
     """More tokens is worse: red up, green down."""
     if value is None or value == "" or float(value) == 0:
         return ""
@@ -73,12 +74,12 @@ def age(value: datetime | None) -> str:
 
 
 @register.filter
-def get_item(mapping, key):
+def get_item(mapping: Any, key: Any) -> Any:
     return mapping.get(key) if hasattr(mapping, "get") else None
 
 
 @register.filter
-def share_of(value, window) -> float | None:
+def share_of(value: Any, window: Any) -> float | None:
     """Percent of a context window."""
     if value is None or not window:
         return None

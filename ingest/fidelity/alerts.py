@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from dashboard.alerts.budgets import judge, open_or_update_alert, resolve_alert
+from dashboard.alerts.budgets import check_rule, open_or_update_alert, resolve_alert
 from dashboard.alerts.models import FIDELITY_MEASURES, Measure, Threshold
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
@@ -69,7 +69,7 @@ def _settle(
     message: str,
     server: McpServer | None = None,
 ) -> Outcome | None:
-    result = judge(measure, value, by_level)
+    result = check_rule(measure, value, by_level)
     if result is None:
         return None
     if result.breached:

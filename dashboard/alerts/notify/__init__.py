@@ -1,5 +1,6 @@
-"""Alert delivery: transports behind one small interface, and the exactly-once delivery loop.
+"""Alert delivery: one sender per channel kind behind a small interface, and the exactly-once
+delivery loop.
 
 `dashboard.alerts.notify.delivery` holds the plain functions (create an event, deliver one claimed
-delivery, send a test); `dashboard.tasks` wraps them for the `notify` queue.
+delivery, send a test); `dashboard.alerts.tasks` wraps them for the `notify` queue.
 """

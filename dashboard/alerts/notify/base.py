@@ -1,4 +1,4 @@
-"""The transport interface: render a message for one channel and send it, or raise TransportError."""
+"""The sender interface (one per channel kind): render a message for one channel and send it, or raise SendError."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 
-class TransportError(Exception):
+class SendError(Exception):
     """A failed send. `permanent` means retrying cannot help (bad URL, 404, revoked token)."""
 
     def __init__(self, message: str, *, permanent: bool = False, http_status: int | None = None) -> None:
@@ -23,14 +23,14 @@ class SendResult:
 
 @dataclass
 class Message:
-    """What every transport renders from: the event payload plus plain-text forms of it."""
+    """What every sender renders from: the event payload plus plain-text forms of it."""
 
     payload: dict[str, Any]
     subject: str
     text: str
 
 
-class Transport:
+class Sender:
     kind: ClassVar[str] = ""
 
     def __init__(self, config: dict[str, Any]) -> None:
@@ -38,15 +38,3 @@ class Transport:
 
     def send(self, message: Message) -> SendResult:
         raise NotImplementedError
-
-
-def transport_for(kind: str, config: dict[str, Any]) -> Transport:
-    from dashboard.alerts.notify.apprise_transport import AppriseTransport
-    from dashboard.alerts.notify.email import EmailTransport
-    from dashboard.alerts.notify.slack import SlackTransport
-    from dashboard.alerts.notify.webhook import WebhookTransport
-
-    classes = {cls.kind: cls for cls in (EmailTransport, SlackTransport, WebhookTransport, AppriseTransport)}
-    if kind not in classes:
-        raise TransportError(f"unknown channel kind {kind!r}", permanent=True)
-    return classes[kind](config)

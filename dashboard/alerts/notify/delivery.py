@@ -1,8 +1,8 @@
 """Events, fan-out to channels and exactly-once delivery, as plain functions.
 
 Flow: `create_event` (called by dashboard.alerts.budgets inside the alert's transaction) freezes the
-payload and creates one `Delivery` per eligible channel; after commit each delivery is enqueued on
-the `notify` queue. `deliver` claims the delivery with a conditional UPDATE, makes one attempt,
+payload and creates one `Delivery` per eligible channel; after commit `deliveries_created` tells the
+Celery side (dashboard.alerts.tasks) to enqueue each on the `notify` queue. `deliver` claims the delivery with a conditional UPDATE, makes one attempt,
 records a `Notification` row and says whether and when to retry. The Celery task only turns that
 answer into `self.retry(countdown=...)`.
 """
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -21,7 +23,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.models import Alert, Level, Measure
-from dashboard.alerts.notify.base import Message, TransportError, transport_for
+from dashboard.alerts.notify.apprise_sender import AppriseSender
+from dashboard.alerts.notify.base import Message, Sender, SendError
+from dashboard.alerts.notify.email import EmailSender
 from dashboard.alerts.notify.models import (
     AttemptStatus,
     Channel,
@@ -31,12 +35,26 @@ from dashboard.alerts.notify.models import (
     Notification,
     NotificationEvent,
 )
+from dashboard.alerts.notify.slack import SlackSender
+from dashboard.alerts.notify.webhook import WebhookSender
+from dashboard.alerts.signals import deliveries_created
 
 log = logging.getLogger(__name__)
 
 PAYLOAD_SCHEMA = "mcp-tax.alert/1"
 # A worker that died mid-attempt leaves its lock; after this long another may take the delivery.
 LOCK_STALE_AFTER = timedelta(minutes=5)
+
+
+SENDERS: dict[str, type[Sender]] = {
+    cls.kind: cls for cls in (EmailSender, SlackSender, WebhookSender, AppriseSender)
+}
+
+
+def sender_for(kind: str, config: dict[str, Any]) -> Sender:
+    if kind not in SENDERS:
+        raise SendError(f"unknown channel kind {kind!r}", permanent=True)
+    return SENDERS[kind](config)
 
 
 def max_attempts() -> int:
@@ -49,14 +67,14 @@ def retry_base_seconds() -> float:
 
 def backoff_seconds(attempts_made: int) -> float:
     """30 s, 60 s, 120 s ... capped at an hour (base configurable for tests and impatient teams)."""
-    return min(3600.0, retry_base_seconds() * 2 ** max(0, attempts_made - 1))
+    return min(3600.0, retry_base_seconds() * 2.0 ** max(0, attempts_made - 1))
 
 
 def _absolute(path: str) -> str:
     return settings.SITE_URL.rstrip("/") + path
 
 
-def alert_payload(alert: Alert, kind: str) -> dict:
+def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
     """The documented webhook payload (README, "Webhook payload"). Keys are stable; add, never rename."""
     snapshot = (
         alert.resolved_snapshot if kind == EventKind.RESOLVED and alert.resolved_snapshot else alert.snapshot
@@ -77,8 +95,8 @@ def alert_payload(alert: Alert, kind: str) -> dict:
             "level": alert.level,
             "state": alert.state,
             "subject": alert.subject_label,
-            "server": alert.server.name if alert.server_id else None,
-            "stack": alert.stack.name if alert.stack_id else None,
+            "server": alert.server.name if alert.server is not None else None,
+            "stack": alert.stack.name if alert.stack is not None else None,
             "value": alert.value,
             "limit": alert.limit,
             "message": alert.message,
@@ -99,7 +117,7 @@ def alert_payload(alert: Alert, kind: str) -> dict:
     }
 
 
-def render(payload: dict) -> Message:
+def render(payload: dict[str, Any]) -> Message:
     alert = payload.get("alert")
     if not alert:
         subject = f"[MCP tool tax] Test notification for {payload['team']['name']}"
@@ -125,16 +143,8 @@ def render(payload: dict) -> Message:
 
 
 def _enqueue_after_commit(delivery_ids: list[int]) -> None:
-    def send() -> None:
-        from dashboard.tasks import deliver_notification
-
-        for pk in delivery_ids:
-            try:
-                deliver_notification.delay(pk)
-            except Exception:  # a broker outage must not break the poll; the sweep retries later
-                log.exception("could not enqueue delivery %s", pk)
-
-    transaction.on_commit(send)
+    # After commit, so the worker never looks for a delivery this transaction has not written yet.
+    transaction.on_commit(lambda: deliveries_created.send(sender=Delivery, delivery_ids=delivery_ids))
 
 
 def create_event(alert: Alert, kind: str) -> NotificationEvent:
@@ -174,7 +184,7 @@ class DeliveryOutcome:
     http_status: int | None = None
 
 
-def claim(delivery_id: int, now=None) -> bool:
+def claim(delivery_id: int, now: datetime | None = None) -> bool:
     """Take the delivery for one attempt. False when it is finished or another worker holds it."""
     now = now or timezone.now()
     free = Q(locked_at__isnull=True) | Q(locked_at__lt=now - LOCK_STALE_AFTER)
@@ -186,7 +196,7 @@ def claim(delivery_id: int, now=None) -> bool:
     )
 
 
-def _finish(delivery: Delivery, status: str, now) -> None:
+def _finish(delivery: Delivery, status: str, now: datetime) -> None:
     Delivery.objects.filter(pk=delivery.pk).update(status=status, processed=now, locked_at=None)
 
 
@@ -204,11 +214,11 @@ def deliver(delivery_id: int, *, allow_retry: bool = True) -> DeliveryOutcome:
     started = time.monotonic()
     attempt = delivery.attempts
     try:
-        result = transport_for(channel.kind, channel.config or {}).send(render(delivery.event.payload))
-    except TransportError as exc:
+        result = sender_for(channel.kind, channel.config or {}).send(render(delivery.event.payload))
+    except SendError as exc:
         error, permanent, http_status = exc.message, exc.permanent, exc.http_status
-    except Exception as exc:  # a transport bug must leave a trace, not a stuck delivery
-        log.exception("transport %s crashed", channel.kind)
+    except Exception as exc:  # a sender bug must leave a trace, not a stuck delivery
+        log.exception("sender %s crashed", channel.kind)
         error, permanent, http_status = f"{type(exc).__name__}: {exc}", False, None
     else:
         error, permanent, http_status = "", False, result.http_status
@@ -255,21 +265,17 @@ def send_test(channel: Channel) -> Notification:
     """The "send test" button: one attempt, now, through the same path as real alerts."""
     delivery = create_test_delivery(channel)
     deliver(delivery.pk, allow_retry=False)
-    return delivery.attempts_log.order_by("-pk").first()
+    # A fresh test delivery is claimed by this call alone, so exactly one attempt exists.
+    return delivery.attempts_log.order_by("-pk")[0]
 
 
-def sweep_pending(now=None, enqueue=None) -> list[int]:
-    """Re-enqueue deliveries whose retry is overdue (a lost broker message, a failed enqueue).
+def sweep_pending(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
+    """Hand deliveries whose retry is overdue (a lost broker message, a failed enqueue) to `enqueue`
+    (the caller's: the sweep task passes the delivery task's `.delay`).
 
     Running one early is harmless: the claim keeps it to one attempt at a time and to one success.
     """
     now = now or timezone.now()
-    if enqueue is None:
-        from dashboard.tasks import deliver_notification
-
-        def enqueue(pk: int) -> None:
-            deliver_notification.delay(pk)
-
     overdue = Delivery.objects.filter(
         processed=None, locked_at__isnull=True, next_attempt_at__lt=now - timedelta(minutes=2)
     ).values_list("pk", flat=True)[:500]

@@ -7,16 +7,16 @@ import smtplib
 from django.conf import settings
 from django.core.mail import EmailMessage
 
-from dashboard.alerts.notify.base import Message, SendResult, Transport, TransportError
+from dashboard.alerts.notify.base import Message, Sender, SendError, SendResult
 
 
-class EmailTransport(Transport):
+class EmailSender(Sender):
     kind = "email"
 
     def send(self, message: Message) -> SendResult:
         recipients = [a for a in self.config.get("to", []) if a]
         if not recipients:
-            raise TransportError("no recipient addresses", permanent=True)
+            raise SendError("no recipient addresses", permanent=True)
         email = EmailMessage(
             subject=message.subject[:200],
             body=message.text,
@@ -26,7 +26,7 @@ class EmailTransport(Transport):
         try:
             email.send(fail_silently=False)
         except smtplib.SMTPRecipientsRefused as exc:
-            raise TransportError(f"recipients refused: {exc.recipients}", permanent=True) from exc
+            raise SendError(f"recipients refused: {exc.recipients}", permanent=True) from exc
         except (smtplib.SMTPException, OSError) as exc:
-            raise TransportError(f"mail server: {type(exc).__name__}: {exc}") from exc
+            raise SendError(f"mail server: {type(exc).__name__}: {exc}") from exc
         return SendResult()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
+from typing import Any
 
 from django.db import models
 from django.utils import timezone
@@ -55,7 +56,7 @@ class Channel(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
 
-    def save(self, *args, **kwargs) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         if self.kind == ChannelKind.WEBHOOK and not (self.config or {}).get("secret"):
             self.config = {**(self.config or {}), "secret": secrets.token_hex(32)}
         super().save(*args, **kwargs)
@@ -65,8 +66,8 @@ class Channel(models.Model):
         """What the channel points at, with credentials masked, for pages and logs."""
         config = self.config or {}
         if self.kind == ChannelKind.EMAIL:
-            return ", ".join(config.get("to", []))
-        url = config.get("url", "")
+            return ", ".join(str(address) for address in config.get("to", []))
+        url = str(config.get("url", ""))
         if self.kind == ChannelKind.SLACK:
             # The path of a Slack webhook URL is the credential.
             return url.split("/services/")[0] + "/services/…" if "/services/" in url else mask(url)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from dashboard.alerts.notify import http
-from dashboard.alerts.notify.base import Message, SendResult, Transport
+from dashboard.alerts.notify.base import Message, Sender, SendResult
 
 
-class SlackTransport(Transport):
+class SlackSender(Sender):
     kind = "slack"
 
     def send(self, message: Message) -> SendResult:
@@ -22,7 +23,9 @@ class SlackTransport(Transport):
                 {"type": "mrkdwn", "text": f"*Measure*\n{alert.get('measure_label')}"},
             ]
         link = f" <{alert['url']}|open>" if alert.get("url") else ""
-        blocks: list[dict] = [{"type": "section", "text": {"type": "mrkdwn", "text": message.subject + link}}]
+        blocks: list[dict[str, Any]] = [
+            {"type": "section", "text": {"type": "mrkdwn", "text": message.subject + link}}
+        ]
         if fields:
             blocks.append({"type": "section", "fields": fields})
         body = json.dumps({"text": f"{message.subject}\n{message.text}", "blocks": blocks}).encode()

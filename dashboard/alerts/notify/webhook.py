@@ -8,7 +8,7 @@ import json
 import time
 
 from dashboard.alerts.notify import http
-from dashboard.alerts.notify.base import Message, SendResult, Transport
+from dashboard.alerts.notify.base import Message, Sender, SendResult
 
 SIGNATURE_HEADER = "X-MCP-Tax-Signature"
 TIMESTAMP_HEADER = "X-MCP-Tax-Timestamp"
@@ -25,7 +25,7 @@ def verify(body: bytes, secret: str, header_value: str) -> bool:
     return hmac.compare_digest(sign(body, secret), header_value or "")
 
 
-class WebhookTransport(Transport):
+class WebhookSender(Sender):
     kind = "webhook"
 
     def send(self, message: Message) -> SendResult:

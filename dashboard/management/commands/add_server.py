@@ -1,5 +1,7 @@
 import json
 import shlex
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -10,7 +12,7 @@ from dashboard.teams.models import Team
 class Command(BaseCommand):
     help = "Register an MCP server for a team (stdio command or Streamable HTTP / SSE URL)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("--name", required=True)
         how = parser.add_mutually_exclusive_group(required=True)
         how.add_argument("--stdio", help='The command line, e.g. "python -m examples.servers.lean"')
@@ -23,7 +25,7 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=int, default=None, help="Poll interval in seconds")
         parser.add_argument("--json", action="store_true")
 
-    def handle(self, *args, **opts):
+    def handle(self, *args: Any, **opts: Any) -> None:
         team = _team(opts["team"])
         if McpServer.objects.filter(team=team, name=opts["name"]).exists():
             raise CommandError(f"team {team.slug} already has a server named {opts['name']!r}")
@@ -62,11 +64,11 @@ def _pair(text: str, sep: str, flag: str) -> tuple[str, str]:
 
 def _team(slug: str | None) -> Team:
     if slug:
-        team = Team.objects.filter(slug=slug).first()
-        if team is None:
-            raise CommandError(f"no team with slug {slug!r}")
-        return team
-    teams = list(Team.objects.all()[:2])
+        try:
+            return Team.objects.get(slug=slug)
+        except Team.DoesNotExist:
+            raise CommandError(f"no team with slug {slug!r}") from None
+    teams: list[Team] = list(Team.objects.all()[:2])
     if len(teams) != 1:
         raise CommandError("--team is required when there is not exactly one team")
     return teams[0]

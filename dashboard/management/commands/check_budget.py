@@ -5,7 +5,9 @@ Exit status: 0 for pass (and warn, which is printed), 1 for fail, 2 for a usage 
 
 import json
 import sys
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -16,7 +18,7 @@ from dashboard.servers.models import McpServer
 class Command(BaseCommand):
     help = "Check a tools/list JSON file against a server's latest snapshot and budgets (exit 1 on fail)."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "file", help="tools/list result, bare array of tools, or {initialize, tools}; - for stdin"
         )
@@ -26,7 +28,7 @@ class Command(BaseCommand):
         parser.add_argument("--git-ref", help="Branch, tag or commit, shown in the report.")
         parser.add_argument("--json", action="store_true", help="Print the whole result as JSON.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         source = options["file"]
         try:
             text = Path(source).read_text() if source != "-" else self.stdin_text()
@@ -63,7 +65,7 @@ class Command(BaseCommand):
         return sys.stdin.read()
 
 
-def _unwrap_api_body(text: str) -> tuple[object, dict]:
+def _unwrap_api_body(text: str) -> tuple[object, dict[str, Any]]:
     """Accept the body CI sends to POST /api/v1/check too, so one file serves both."""
     try:
         data = json.loads(text)

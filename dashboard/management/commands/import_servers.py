@@ -1,5 +1,7 @@
 import json
+from argparse import ArgumentParser
 from pathlib import Path
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -10,13 +12,13 @@ from dashboard.servers.config_import import ConfigImportError, import_client_con
 class Command(BaseCommand):
     help = "Import servers from an MCP client config (mcpServers / VS Code servers) as a stack."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("file")
         parser.add_argument("--team")
         parser.add_argument("--stack", help="Stack name (default: the file name)")
         parser.add_argument("--json", action="store_true")
 
-    def handle(self, *args, file: str, team: str | None, stack: str | None, **opts):
+    def handle(self, *args: Any, file: str, team: str | None, stack: str | None, **opts: Any) -> None:
         path = Path(file)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -1,4 +1,6 @@
 import json
+from argparse import ArgumentParser
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -9,12 +11,12 @@ from dashboard.servers.polling import poll_server
 class Command(BaseCommand):
     help = "Poll one registered server now (synchronously) and print the snapshot figures."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("name")
         parser.add_argument("--team", help="Team slug, when several teams have a server of that name")
         parser.add_argument("--json", action="store_true")
 
-    def handle(self, *args, name: str, team: str | None, **opts):
+    def handle(self, *args: Any, name: str, team: str | None, **opts: Any) -> None:
         servers = McpServer.objects.filter(name=name)
         if team:
             servers = servers.filter(team__slug=team)

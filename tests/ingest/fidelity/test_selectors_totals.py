@@ -16,8 +16,8 @@ from ingest.fidelity.models import FidelityDaily
 from ingest.fidelity.selectors import totals
 from ingest.fidelity.selectors.agents import exact_rate_series
 from ingest.fidelity.selectors.common import days_ago
+from tests.dashboard.alerts.factories import fetch_example
 from tests.ingest.fidelity.traffic import paste_log
-from tests.test_budgets import fetch_example
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
 

@@ -10,11 +10,7 @@ import pytest
 
 from tests.conftest import browser_login
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _login(page, live_server, username: str, password: str) -> None:
-    browser_login(page, live_server, username, password)
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _row_names(page) -> list[str]:
@@ -37,7 +33,7 @@ def test_schema_tax_pages_in_chromium(
 
     McpServer.objects.filter(team=team).update(last_poll_at=timezone.now() - timedelta(hours=1))
 
-    _login(page, live_server, "alice", "pw-for-browser-123")
+    browser_login(page, live_server, "alice", "pw-for-browser-123")
     page.wait_for_url(re.compile(rf"/t/{team.slug}/$"))
     assert _row_names(page) == ["files-sprawl", "files-lean"]  # largest fixed tax first
     sprawl_row = page.locator(f"#server-row-{sprawl.pk}")

@@ -10,32 +10,14 @@ from django.core.management import call_command
 from dashboard.alerts.models import Level, Measure, Threshold
 from dashboard.servers.models import Stack
 from dashboard.teams.models import ApiToken
-from tests.test_budgets import SPRAWL_V14, SPRAWL_V15, fetch_example, record, stdio_server
-
-
-def tools_list(name: str, grown: bool) -> dict:
-    """The tools/list result a CI job would fetch from a server built from its branch."""
-    result = fetch_example(name, grown)
-    return {"tools": result.tools}
-
-
-@pytest.fixture
-def gated(team):
-    """A registered server whose latest snapshot is v1.4.0, with an error budget the grown list breaks."""
-    server = stdio_server(team)
-    record(server, "sprawling", False)
-    Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
-    _, token = ApiToken.issue(team, "ci")
-    return server, token
-
-
-def post_check(client, token: str, body: dict):
-    return client.post(
-        "/api/v1/check",
-        data=json.dumps(body),
-        content_type="application/json",
-        HTTP_AUTHORIZATION=f"Bearer {token}",
-    )
+from tests.dashboard.alerts.factories import (
+    SPRAWL_V14,
+    SPRAWL_V15,
+    post_check,
+    record,
+    stdio_server,
+    tools_list,
+)
 
 
 def test_gate_fails_a_list_over_budget_and_passes_the_previous_one(client, gated):
@@ -149,25 +131,6 @@ def test_api_refuses_missing_or_bad_tokens_and_other_teams_servers(client, gated
 
     malformed = post_check(client, token, {"server": server.name, "tools_list": {"nope": 1}})
     assert malformed.status_code == 422 and "tools" in malformed.json()["detail"]
-
-
-def test_servers_and_snapshots_endpoints(client, gated):
-    server, token = gated
-    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
-    servers = client.get("/api/v1/servers", **auth).json()
-    assert [s["name"] for s in servers] == ["files-sprawl"]
-    assert servers[0]["current"]["fixed_tax_tokens"] == SPRAWL_V14
-    page = client.get(f"/api/v1/servers/{server.name}/snapshots?limit=1", **auth).json()
-    assert page["count"] == 1 and page["items"][0]["version"] == "1.4.0"
-
-
-def test_openapi_document_lists_the_gate(client):
-    doc = client.get("/api/v1/openapi.json")
-    assert doc.status_code == 200
-    paths = doc.json()["paths"]
-    assert "/api/v1/check" in paths and "post" in paths["/api/v1/check"]
-    assert "/api/v1/servers/{name}/snapshots" in paths
-    assert doc.json()["components"]["securitySchemes"]
 
 
 def test_check_budget_command_exit_status(gated, tmp_path, capsys):

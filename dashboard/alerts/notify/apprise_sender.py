@@ -6,7 +6,7 @@ import logging
 
 import apprise
 
-from dashboard.alerts.notify.base import Message, SendResult, Transport, TransportError
+from dashboard.alerts.notify.base import Message, Sender, SendError, SendResult
 
 
 class _Capture(logging.Handler):
@@ -23,13 +23,13 @@ def validate_url(url: str) -> str | None:
     return None if apprise.Apprise().add(url) else "Apprise does not recognise this URL"
 
 
-class AppriseTransport(Transport):
+class AppriseSender(Sender):
     kind = "apprise"
 
     def send(self, message: Message) -> SendResult:
         notifier = apprise.Apprise()
         if not notifier.add(self.config.get("url", "")):
-            raise TransportError("Apprise does not recognise this URL", permanent=True)
+            raise SendError("Apprise does not recognise this URL", permanent=True)
         # Apprise reports failures only through its log; keep them so the attempt row says why.
         capture = _Capture()
         logger = logging.getLogger("apprise")
@@ -41,5 +41,5 @@ class AppriseTransport(Transport):
         if not ok:
             # Apprise hides the status code, so a failure cannot be told apart as permanent;
             # retries run out instead and the delivery gives up without disabling the channel.
-            raise TransportError("; ".join(capture.lines[-3:]) or "Apprise reported a failed notification")
+            raise SendError("; ".join(capture.lines[-3:]) or "Apprise reported a failed notification")
         return SendResult()

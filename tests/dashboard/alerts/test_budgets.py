@@ -2,72 +2,29 @@
 
 from __future__ import annotations
 
-import functools
 from datetime import timedelta
 
 import pytest
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
-from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, EventKind, NotificationEvent
 from dashboard.alerts.notify.webhook import SIGNATURE_HEADER, verify
-from dashboard.servers.models import McpServer, Snapshot, Stack, Transport
-from examples.servers.launch import stdio_command
-from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
-from tests.conftest import ROOT
-from tests.test_notify import Receiver, eager_celery  # noqa: F401 - fixture
-
-SPRAWL_V14, SPRAWL_V15 = 3188, 4125
-
-
-@functools.lru_cache(maxsize=8)
-def fetch_example(name: str, grown: bool) -> FetchResult:
-    """One real fetch per example release per test session (the servers are deterministic)."""
-    command, args, env = stdio_command(
-        name, "--root", str(ROOT / "examples"), env={"MCP_EXAMPLE_GROWN": "1" if grown else "0"}
-    )
-    target = ServerTarget(transport="stdio", command=command, args=args, env=env)
-    return fetch_tools_sync(target, connect_timeout=15, total_timeout=60, max_bytes=5_000_000)
+from dashboard.servers.models import McpServer, Snapshot, Stack
+from tests.dashboard.alerts.factories import (
+    SPRAWL_V14,
+    SPRAWL_V15,
+    Receiver,
+    poll,
+    record,
+    set_grown,
+    stdio_server,
+)
+from tests.dashboard.factories import send_sentinels_through_every_queue
+from tests.helpers import wait_until
 
 
-def stdio_server(team, name="files-sprawl", module="sprawling", tmp_path=None) -> McpServer:
-    command, args, env = stdio_command(
-        module, "--root", str(tmp_path or ROOT / "examples"), env={"MCP_EXAMPLE_GROWN": "0"}
-    )
-    return McpServer.objects.create(
-        team=team, name=name, transport=Transport.STDIO, command=command, args=args, env=env
-    )
-
-
-def set_grown(server: McpServer, grown: bool) -> None:
-    server.env = {**server.env, "MCP_EXAMPLE_GROWN": "1" if grown else "0"}
-    server.save(update_fields=["env"])
-
-
-def poll(server: McpServer, capture):
-    """Poll for real; run the on-commit work (evaluation, then delivery) as a commit would."""
-    from dashboard.servers.polling import poll_server
-
-    with capture(execute=True):
-        summary = poll_server(server.pk, trigger="test")
-    assert summary.outcome == "ok", summary.message
-    return summary
-
-
-def record(server: McpServer, name: str, grown: bool) -> Snapshot:
-    """Store a snapshot from a real fetch without a subprocess per test, then evaluate it."""
-    from dashboard.alerts.budgets import evaluate_snapshot
-    from dashboard.servers.polling import record_snapshot
-
-    snapshot, _ = record_snapshot(server, fetch_example(name, grown))
-    evaluate_snapshot(snapshot)
-    snapshot.refresh_from_db()
-    return snapshot
-
-
+@pytest.mark.slow
 def test_grown_release_sends_one_signed_webhook_then_the_resolution(
     team,
     tmp_path,
@@ -236,142 +193,7 @@ def test_silence_until_next_release(team):
     assert alert.state == AlertState.ACTIVE and _events(alert) == [EventKind.OPENED, EventKind.REOPENED]
 
 
-def test_alert_page_acknowledge_and_silence_with_htmx(alice_client, team, alice):
-    from dashboard.alerts.budgets import open_or_update_alert
-
-    alert = open_or_update_alert(
-        team,
-        "server:1:fixed_tax_tokens",
-        Measure.FIXED_TAX_TOKENS,
-        Level.ERROR,
-        4125,
-        3500,
-        "over",
-        "files-sprawl",
-    ).alert
-    page = alice_client.get(reverse("alert_list", args=[team.slug]))
-    html = page.content.decode()
-    assert page.status_code == 200 and f'id="alert-{alert.code}"' in html
-    assert 'id="nav-alerts"' in html and 'title="active alerts">1</span>' in html
-
-    url = reverse("alert_acknowledge", args=[team.slug, alert.code])
-    row = alice_client.post(url, {"note": "fix in 1.5.1"}, HTTP_HX_REQUEST="true")
-    assert row.status_code == 200
-    assert row.content.decode().lstrip().startswith(f'<tr id="alert-{alert.code}"')
-    assert "Acknowledged" in row.content.decode() and "fix in 1.5.1" in row.content.decode()
-    alert.refresh_from_db()
-    assert alert.state == AlertState.ACKNOWLEDGED and alert.acknowledged_by == alice
-    page = alice_client.get(reverse("alert_list", args=[team.slug]))
-    assert 'title="active alerts"' not in page.content.decode()
-
-    silence = reverse("alert_silence", args=[team.slug, alert.code])
-    bad = alice_client.post(silence, {"until": "2001-01-01"}, HTTP_HX_REQUEST="true")
-    assert "Silence until a date in the future." in bad.content.decode()
-    day = (timezone.localdate() + timedelta(days=3)).isoformat()
-    ok = alice_client.post(silence, {"until": day}, HTTP_HX_REQUEST="true")
-    assert "Silenced" in ok.content.decode() and f"until {day}" in ok.content.decode()
-
-    resolved = alice_client.get(
-        reverse("alert_list", args=[team.slug]) + "?state=resolved", HTTP_HX_REQUEST="true"
-    )
-    assert "No resolved alerts." in resolved.content.decode()
-
-
-def test_alert_pages_are_team_scoped(alice_client, team, user_factory, team_factory):
-    from dashboard.alerts.budgets import open_or_update_alert
-
-    other = team_factory("Other", user_factory("bob"))
-    theirs = open_or_update_alert(other, "k", Measure.FIXED_TAX_TOKENS, Level.ERROR, 2, 1, "m", "s").alert
-    assert alice_client.get(reverse("alert_list", args=[other.slug])).status_code == 404
-    for name in ("alert_acknowledge", "alert_silence"):
-        assert (
-            alice_client.post(
-                reverse(name, args=[team.slug, theirs.code]), {"until_release": "1"}
-            ).status_code
-            == 404
-        )
-    theirs.refresh_from_db()
-    assert theirs.state == AlertState.ACTIVE
-    rule = Threshold.objects.create(team=other, measure=Measure.FIXED_TAX_TOKENS, limit=1)
-    assert (
-        alice_client.post(
-            reverse("threshold_update", args=[team.slug, rule.pk]), {"action": "delete"}
-        ).status_code
-        == 404
-    )
-    assert Threshold.objects.filter(pk=rule.pk).exists()
-
-
-def test_alert_list_queries_do_not_grow_with_rows(alice_client, team):
-    from dashboard.alerts.budgets import open_or_update_alert
-
-    def add(n, start):
-        for i in range(start, start + n):
-            server = McpServer.objects.create(
-                team=team, name=f"s{i}", transport=Transport.HTTP, url="http://127.0.0.1:9/"
-            )
-            open_or_update_alert(
-                team,
-                f"server:{server.pk}:x",
-                Measure.FIXED_TAX_TOKENS,
-                Level.ERROR,
-                2,
-                1,
-                "m",
-                server.name,
-                server=server,
-            )
-
-    url = reverse("alert_list", args=[team.slug])
-    add(2, 0)
-    with CaptureQueriesContext(connection) as few:
-        alice_client.get(url)
-    add(10, 2)
-    with CaptureQueriesContext(connection) as many:
-        response = alice_client.get(url)
-    assert response.content.decode().count('class="alert-row"') == 12
-    assert len(many) == len(few)
-
-
-def test_thresholds_editor_adds_validates_and_reevaluates(alice_client, team):
-    server = stdio_server(team)
-    stack = Stack.objects.create(team=team, name="agent")
-    snapshot = record(server, "sprawling", True)
-    assert snapshot.limits == {}
-
-    url = reverse("thresholds", args=[team.slug])
-    response = alice_client.post(
-        url,
-        {"scope": f"server:{server.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "4000"},
-    )
-    assert response.status_code == 302
-    snapshot.refresh_from_db()
-    assert snapshot.limits["fixed_tax_tokens"]["breached"] is True
-    alert = Alert.objects.get(server=server)
-
-    duplicate = alice_client.post(
-        url, {"scope": f"server:{server.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "1"}
-    )
-    assert "That rule already exists" in duplicate.content.decode()
-    wrong = alice_client.post(
-        url, {"scope": f"stack:{stack.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "1"}
-    )
-    assert "A stack takes only the stack fixed-tax budget." in wrong.content.decode()
-    assert Threshold.objects.count() == 1
-
-    rule = Threshold.objects.get()
-    raised = alice_client.post(
-        reverse("threshold_update", args=[team.slug, rule.pk]),
-        {"action": "limit", "limit": "5000"},
-        HTTP_HX_REQUEST="true",
-    )
-    assert raised.status_code == 200 and f'id="rule-{rule.pk}"' in raised.content.decode()
-    alert.refresh_from_db()
-    assert alert.state == AlertState.RESOLVED
-    page = alice_client.get(url)
-    assert "Largest single tool" in page.content.decode() or "Fixed tax (tokens)" in page.content.decode()
-
-
+@pytest.mark.slow
 def test_demo_budgets_alert_on_the_grown_sprawling_release(
     db, settings, tmp_path, django_capture_on_commit_callbacks
 ):
@@ -398,13 +220,12 @@ def test_demo_budgets_alert_on_the_grown_sprawling_release(
     assert {a.subject_label for a in damaged} == {"files-sprawl/write_file", "files-lean/write"}
 
 
+@pytest.mark.slow
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker_process, team, tmp_path):
     """Poll task on the `poll` queue, evaluation on commit, delivery on the `notify` queue."""
-    import time
-
-    from dashboard.tasks import poll_server_task
+    from dashboard.servers.tasks import poll_server_task
 
     Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
     server = stdio_server(team, tmp_path=tmp_path)
@@ -412,12 +233,18 @@ def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker
     def poll_and_wait(expected_requests: int, hook: Receiver) -> None:
         before = server.poll_runs.count()
         poll_server_task.delay(server.pk, trigger="test")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and (
-            server.poll_runs.count() == before or len(hook.requests) < expected_requests
-        ):
-            time.sleep(0.2)
-        time.sleep(1.0)  # anything extra would arrive now
+        wait_until(
+            lambda: server.poll_runs.count() > before and len(hook.requests) >= expected_requests,
+            timeout=60,
+            message=f"the poll and {expected_requests} webhook request(s)",
+        )
+        # Anything the poll set off (an evaluation, a delivery) was queued before these sentinels.
+        send_sentinels_through_every_queue("budgets")
+        wait_until(
+            lambda: not Delivery.objects.filter(processed=None).exists(),
+            timeout=60,
+            message="every delivery finished",
+        )
 
     with Receiver() as hook:
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
@@ -434,42 +261,3 @@ def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker
             "alert.opened",
             "alert.resolved",
         ]
-
-
-@pytest.mark.browser
-@pytest.mark.django_db(transaction=True)
-def test_acknowledge_and_silence_in_chromium(browser_page, live_server, team, alice):
-    from dashboard.alerts.budgets import open_or_update_alert
-
-    alice.set_password("pw-for-browser-123")
-    alice.save()
-    alert = open_or_update_alert(
-        team,
-        "server:1:fixed_tax_tokens",
-        Measure.FIXED_TAX_TOKENS,
-        Level.ERROR,
-        4125,
-        3500,
-        "over",
-        "files-sprawl",
-    ).alert
-    page = browser_page
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-for-browser-123")
-    page.click("form button")
-    page.goto(live_server.url + reverse("alert_list", args=[team.slug]))
-    assert page.inner_text("#nav-alerts .badge") == "1"
-
-    row = f"#alert-{alert.code}"
-    page.fill(f"{row} input[name=note]", "shrinking it in 1.5.1")
-    url_before = page.url
-    page.click(f"{row} button:has-text('Acknowledge')")
-    page.wait_for_selector(f"{row} :text('shrinking it in 1.5.1')")
-    assert page.url == url_before, "acknowledged in place, without a page load"
-    page.check(f"{row} input[name=until_release]")
-    page.click(f"{row} button:has-text('Silence')")
-    page.wait_for_selector(f"{row} :text('until the next release')")
-    alert.refresh_from_db()
-    assert alert.state == AlertState.SILENCED and alert.acknowledged_by == alice
-    assert page.js_errors == []

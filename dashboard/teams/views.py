@@ -1,0 +1,63 @@
+"""Team pages: the landing redirect, team settings (members, API tokens)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.http import HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
+from dashboard.teams import selectors
+from dashboard.teams.access import default_team_for_user, get_team_for_user
+from dashboard.teams.forms import ApiTokenForm
+from dashboard.teams.models import ApiToken
+
+
+@login_required
+def home(request: HtmxHttpRequest) -> HttpResponse:
+    team = default_team_for_user(request)
+    if team is None:
+        return render(request, "teams/no_team.html")
+    return redirect("team_overview", team_slug=team.slug)
+
+
+@login_required
+def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    team = get_team_for_user(request, team_slug)
+    ctx = {
+        "team": team,
+        "is_admin": team.is_admin(request.user),
+        "memberships": selectors.memberships(team),
+        "tokens": selectors.api_tokens(team),
+    }
+    return render(request, "teams/settings.html", ctx)
+
+
+@login_required
+@require_POST
+def create_api_token(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    team = get_team_for_user(request, team_slug, admin=True)
+    form = ApiTokenForm(request.POST)
+    if not form.is_valid():
+        messages.error(
+            request, "Give the token a name of at most 100 characters, e.g. the CI job that will use it."
+        )
+        return redirect("team_settings", team_slug=team.slug)
+    creator = request.user if isinstance(request.user, User) else None  # login_required: always a User
+    token, plaintext = ApiToken.issue(team, form.cleaned_data["name"], created_by=creator)
+    ctx = {"team": team, "token": token, "plaintext": plaintext}
+    return render(request, "teams/token_created.html", ctx)
+
+
+@login_required
+@require_POST
+def revoke_api_token(request: HtmxHttpRequest, team_slug: str, token_id: int) -> HttpResponse:
+    team = get_team_for_user(request, team_slug, admin=True)
+    token = get_object_or_404(team.api_tokens, pk=token_id)
+    token.revoke()
+    if wants_fragment(request):
+        return render_fragment(request, "teams/settings.html#token-row", {"team": team, "t": token})
+    return redirect("team_settings", team_slug=team.slug)

@@ -1,0 +1,144 @@
+"""Builders the alert tests share: a real local webhook receiver, alerts opened through the product's
+own path, and snapshots from real fetches of the example servers."""
+
+from __future__ import annotations
+
+import functools
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from dashboard.alerts.budgets import evaluate_snapshot, open_or_update_alert
+from dashboard.alerts.models import Alert, Level, Measure
+from dashboard.alerts.notify.models import (
+    Delivery,
+)
+from dashboard.servers.models import McpServer, Snapshot, Transport
+from dashboard.servers.polling import poll_server, record_snapshot
+from examples.servers.launch import stdio_command
+from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
+from tests.conftest import ROOT
+
+
+class Receiver:
+    """A real HTTP server on 127.0.0.1 that records requests and answers from a script of statuses."""
+
+    def __init__(self, statuses: list[int] | None = None, delay: float = 0.0) -> None:
+        self.requests: list[dict] = []
+        self.statuses = list(statuses or [])
+        self.delay = delay
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                receiver.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "body": body, "status": status}
+                )
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                self.send_response(status)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"ok" if status < 400 else b"no_service")
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def delivered(self) -> list[dict]:
+        """Requests that were answered 2xx, i.e. notifications that actually arrived."""
+        return [r for r in self.requests if 200 <= r["status"] < 300]
+
+    def json(self, index: int = -1) -> dict:
+        return json.loads(self.requests[index]["body"])
+
+
+def open_alert(team, rule_key="server:x:fixed_tax_tokens", level=Level.ERROR, value=4125.0):
+    return open_or_update_alert(
+        team,
+        rule_key,
+        Measure.FIXED_TAX_TOKENS,
+        level,
+        value,
+        3500.0,
+        f"fixed tax is {value:g}",
+        "files-sprawl",
+    )
+
+
+def deliveries_for(alert: Alert) -> list[Delivery]:
+    return list(Delivery.objects.filter(event__alert=alert).order_by("pk"))
+
+
+@functools.lru_cache(maxsize=8)
+def fetch_example(name: str, grown: bool) -> FetchResult:
+    """One real fetch per example release per test session (the servers are deterministic)."""
+    command, args, env = stdio_command(
+        name, "--root", str(ROOT / "examples"), env={"MCP_EXAMPLE_GROWN": "1" if grown else "0"}
+    )
+    target = ServerTarget(transport="stdio", command=command, args=args, env=env)
+    return fetch_tools_sync(target, connect_timeout=15, total_timeout=60, max_bytes=5_000_000)
+
+
+def stdio_server(team, name="files-sprawl", module="sprawling", tmp_path=None) -> McpServer:
+    command, args, env = stdio_command(
+        module, "--root", str(tmp_path or ROOT / "examples"), env={"MCP_EXAMPLE_GROWN": "0"}
+    )
+    return McpServer.objects.create(
+        team=team, name=name, transport=Transport.STDIO, command=command, args=args, env=env
+    )
+
+
+def set_grown(server: McpServer, grown: bool) -> None:
+    server.env = {**server.env, "MCP_EXAMPLE_GROWN": "1" if grown else "0"}
+    server.save(update_fields=["env"])
+
+
+def poll(server: McpServer, capture):
+    """Poll for real; run the on-commit work (evaluation, then delivery) as a commit would."""
+    with capture(execute=True):
+        summary = poll_server(server.pk, trigger="test")
+    assert summary.outcome == "ok", summary.message
+    return summary
+
+
+def record(server: McpServer, name: str, grown: bool) -> Snapshot:
+    """Store a snapshot from a real fetch without a subprocess per test, then evaluate it."""
+    snapshot, _ = record_snapshot(server, fetch_example(name, grown))
+    evaluate_snapshot(snapshot)
+    snapshot.refresh_from_db()
+    return snapshot
+
+
+# The example sprawling server's fixed tax before and after its grown release (cl100k_base).
+SPRAWL_V14, SPRAWL_V15 = 3188, 4125
+
+
+def tools_list(name: str, grown: bool) -> dict:
+    """The tools/list result a CI job would fetch from a server built from its branch."""
+    result = fetch_example(name, grown)
+    return {"tools": result.tools}
+
+
+def post_check(client, token: str, body: dict):
+    return client.post(
+        "/api/v1/check",
+        data=json.dumps(body),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )

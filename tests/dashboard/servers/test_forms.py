@@ -1,0 +1,39 @@
+"""The server registration form."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.servers.config_import import import_client_config
+from dashboard.servers.forms import ServerForm
+from dashboard.teams.models import Membership
+from tests.dashboard.factories import CLAUDE_CONFIG
+
+pytestmark = pytest.mark.django_db
+
+
+def test_non_admins_cannot_register_stdio_servers(team, user_factory):
+    member = user_factory("member")
+    Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)
+    data = {
+        "name": "x",
+        "transport": "stdio",
+        "command_line": "echo hi",
+        "poll_interval_seconds": 900,
+        "enabled": True,
+        "url": "",
+        "cwd": "",
+    }
+    form = ServerForm(data, team=team, is_admin=False)
+    assert not form.is_valid()
+    assert "Only team owners and admins" in str(form.errors)
+    form = ServerForm(data, team=team, is_admin=True)
+    assert form.is_valid(), form.errors
+    server = form.save()
+    assert (server.command, server.args) == ("echo", ["hi"])
+    http = ServerForm(
+        {**data, "name": "h", "transport": "http", "url": "http://127.0.0.1:1/mcp"}, team=team, is_admin=False
+    )
+    assert http.is_valid(), http.errors
+    result = import_client_config(team, CLAUDE_CONFIG, stack_name="s", allow_stdio=False)
+    assert result.skipped == ["github"]

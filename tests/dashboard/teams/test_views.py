@@ -1,0 +1,66 @@
+"""Team pages: login, team scoping, API tokens."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+from django.core.management import call_command
+from django.urls import reverse
+
+
+def test_login_page_and_demo_user_can_log_in(client, db):
+    assert client.get(reverse("home")).status_code == 302
+    page = client.get(reverse("login"))
+    assert page.status_code == 200 and b'name="password"' in page.content
+    out = StringIO()
+    call_command("demo", "--json", "--skip-servers", stdout=out)
+    demo = json.loads(out.getvalue().strip().splitlines()[-1])
+    response = client.post(reverse("login"), {"username": demo["username"], "password": demo["password"]})
+    assert response.status_code == 302
+    overview = client.get(reverse("home"), follow=True)
+    assert overview.status_code == 200
+    assert overview.redirect_chain[-1][0] == reverse("team_overview", args=[demo["team"]])
+
+
+def test_another_teams_pages_are_not_found(alice_client, team, user_factory, team_factory):
+    bob = user_factory("bob")
+    other = team_factory("Other", bob)
+    assert alice_client.get(reverse("team_settings", args=[team.slug])).status_code == 200
+    assert alice_client.get(reverse("team_overview", args=[other.slug])).status_code == 404
+    assert alice_client.get(reverse("team_settings", args=[other.slug])).status_code == 404
+    token_id = other.api_tokens.create(name="x", key_id="abc", secret_hash="0" * 64).pk
+    response = alice_client.post(reverse("revoke_api_token", args=[other.slug, token_id]))
+    assert response.status_code == 404
+    assert other.api_tokens.get(pk=token_id).revoked_at is None
+
+
+def test_api_tokens_are_shown_once_stored_hashed_and_revocable(alice_client, team, client):
+    response = alice_client.post(reverse("create_api_token", args=[team.slug]), {"name": "github-actions"})
+    assert response.status_code == 200
+    plaintext = response.context["plaintext"]
+    assert plaintext.startswith("mcpt_")
+    token = team.api_tokens.get(name="github-actions")
+    assert plaintext.split("_", 2)[2] not in token.secret_hash and len(token.secret_hash) == 64
+    assert plaintext not in alice_client.get(reverse("team_settings", args=[team.slug])).content.decode()
+
+    api = client.get("/api/v1/team", HTTP_AUTHORIZATION=f"Bearer {plaintext}")
+    assert api.status_code == 200 and api.json()["slug"] == team.slug
+    assert client.get("/api/v1/team").status_code == 401
+    assert client.get("/api/v1/team", HTTP_AUTHORIZATION=f"Bearer {plaintext}x").status_code == 401
+
+    revoke = alice_client.post(
+        reverse("revoke_api_token", args=[team.slug, token.pk]), HTTP_HX_REQUEST="true"
+    )
+    assert revoke.status_code == 200 and b"revoked" in revoke.content
+    assert client.get("/api/v1/team", HTTP_AUTHORIZATION=f"Bearer {plaintext}").status_code == 401
+
+
+def test_members_cannot_create_tokens(client, team, user_factory):
+    from dashboard.teams.models import Membership
+
+    carol = user_factory("carol")
+    Membership.objects.create(team=team, user=carol, role=Membership.Role.MEMBER)
+    client.force_login(carol)
+    assert client.post(reverse("create_api_token", args=[team.slug]), {"name": "x"}).status_code == 404
+    assert not team.api_tokens.exists()
