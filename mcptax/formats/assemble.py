@@ -43,6 +43,7 @@ from typing import Any
 
 from mcptax.formats.records import (
     CALL,
+    DUPLICATE,
     FRAME,
     IGNORED,
     TRANSCRIPT_FORMATS,
@@ -146,6 +147,7 @@ class CallAssembler:
         self._server_info: dict[str, dict] = {}
         self._turns: dict[tuple[str, str], _Turn] = {}
         self._open_turn_by_chain: dict[str, _Turn] = {}
+        self._seen_frames: set[tuple[str, int]] = set()
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -156,6 +158,12 @@ class CallAssembler:
             self._lines[event.line_no] = _LineState(open=False, reasons=[event.reason or event.status])
             self._settle(event.line_no, out, status=event.status, raw=event.raw)
             return out
+        frame_keys = {(f.session_key, f.seq) for f in event.frames if f.seq is not None}
+        if frame_keys and frame_keys <= self._seen_frames:
+            self._lines[event.line_no] = _LineState(open=False, reasons=["duplicate_frame"])
+            self._settle(event.line_no, out, status=DUPLICATE)
+            return out
+        self._seen_frames.update(frame_keys)
         self._lines[event.line_no] = state = _LineState()
         for frame in event.frames:
             try:

@@ -88,6 +88,7 @@ def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> L
     if isinstance(truncated, list):
         pointers = tuple(p for p in truncated if isinstance(p, str))
     conn_id = _scalar_key(record.get("conn_id")) or ""
+    seq = record.get("seq")
     frames: list[Frame] = []
     dropped = 0
     for index, message in enumerate(messages):
@@ -106,6 +107,7 @@ def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> L
                 server_label=str_or_none(record.get("server_label")) or "",
                 transport=str_or_none(record.get("transport")),
                 batch_index=index if is_batch else None,
+                seq=seq if isinstance(seq, int) and not isinstance(seq, bool) else None,
                 capture_truncated=bool(truncated),
                 truncated_pointers=pointers,
                 redacted=bool(record.get("redacted")),
