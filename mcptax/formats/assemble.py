@@ -38,9 +38,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from mcptax.formats.measures import duration_between, split_proportionally
 from mcptax.formats.records import (
     CALL,
     DUPLICATE,
@@ -97,38 +97,8 @@ class _PendingCall:
     turn_tool_calls: int | None = None
 
 
-def _parse_ts(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
-
-def _duration_ms(start: str | None, end: str | None) -> float | None:
-    a, b = _parse_ts(start), _parse_ts(end)
-    if a is None or b is None:
-        return None
-    try:
-        return round((b - a).total_seconds() * 1000.0, 3)
-    except TypeError:  # one naive, one aware
-        return None
-
-
-def _split_proportionally(total: int, weights: list[int]) -> list[int]:
-    """Integer shares of ``total`` proportional to ``weights`` that sum exactly to ``total``."""
-    weight_sum = sum(weights)
-    if not weights:
-        return []
-    if weight_sum <= 0:
-        weights, weight_sum = [1] * len(weights), len(weights)
-    exact = [total * w / weight_sum for w in weights]
-    shares = [int(x) for x in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - shares[i]), i))
-    for i in by_remainder[: total - sum(shares)]:
-        shares[i] += 1
-    return shares
+def _ends_call(frame: Frame, earlier: Frame) -> bool:
+    return frame.duration_ms is not None and earlier.duration_ms is None
 
 
 class CallAssembler:
@@ -292,6 +262,11 @@ class CallAssembler:
             if call.attributed:
                 self._emit(call, out)
             return
+        if call is not None and call.response is not None and _ends_call(frame, call.response):
+            call.response = frame  # the record of the call's end says more than its output
+            call.lines.append(line_no)
+            self._lines[line_no].pending += 1
+            return
         if call is not None:
             self._note(line_no, "duplicate_response")
             return
@@ -361,7 +336,7 @@ class CallAssembler:
             dict(
                 zip(
                     ids,
-                    _split_proportionally(turn.output_tokens, [turn.weights[i] for i in ids]),
+                    split_proportionally(turn.output_tokens, [turn.weights[i] for i in ids]),
                     strict=True,
                 )
             )
@@ -441,7 +416,11 @@ class CallAssembler:
             meta=meta,
             request_ts=request.ts,
             response_ts=response_ts,
-            duration_ms=_duration_ms(request.ts, response_ts),
+            duration_ms=(
+                call.response.duration_ms
+                if call.response is not None and call.response.duration_ms is not None
+                else duration_between(request.ts, response_ts)
+            ),
             result=result,
             is_error=is_error,
             jsonrpc_error=error if isinstance(error, dict) else None,
