@@ -118,6 +118,8 @@ class CallAssembler:
         self._turns: dict[tuple[str, str], _Turn] = {}
         self._open_turn_by_chain: dict[str, _Turn] = {}
         self._seen_frames: set[tuple[str, int]] = set()
+        # Cut requests whose id was lost, per (session, connection), waiting for a response.
+        self._idless: dict[tuple[str, str], list[tuple[Frame, int]]] = {}
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -151,6 +153,11 @@ class CallAssembler:
             self._close_turn(turn, out)
         for call in list(self._calls.values()):
             self._emit(call, out)
+        for waiting in self._idless.values():
+            for _, line_no in waiting:
+                self._lines[line_no].pending -= 1
+                self._note(line_no, "truncated_unpaired")
+        self._idless.clear()
         for line_no in sorted(self._lines):  # defensive: nothing should be left
             state = self._lines[line_no]
             state.pending = 0
@@ -220,6 +227,10 @@ class CallAssembler:
             self._other_requests[key] = "initialize"
             self._note(line_no, "session_context")
             return
+        if "id" not in message:
+            self._idless.setdefault((frame.session_key, frame.conn_id), []).append((frame, line_no))
+            self._lines[line_no].pending += 1
+            return
         if method != "tools/call":
             self._other_requests[key] = str(method)
             if self.is_transcript:
@@ -278,8 +289,18 @@ class CallAssembler:
             self._note(line_no, "session_context")
         elif method is not None:
             self._note(line_no, "not_a_tool_call")
+        elif self._idless.get((frame.session_key, frame.conn_id)):
+            self._adopt(frame, line_no, out)
         else:
             self._note(line_no, "tool_result_only" if self.is_transcript else "orphan_response")
+
+    def _adopt(self, response: Frame, line_no: int, out: list[Output]) -> None:
+        """Pair the oldest cut request without an id with ``response``, which gives it its id."""
+        request, request_line = self._idless[(response.session_key, response.conn_id)].pop(0)
+        request.message = {**(request.message or {}), "id": (response.message or {}).get("id")}
+        self._lines[request_line].pending -= 1
+        self._request(request, request_line, out)
+        self._response(response, line_no, out)
 
     # -- transcript turns ----------------------------------------------------------------------
 

@@ -5,13 +5,18 @@ Fields (docs/definitions.md): ``session_id``, ``server_label``, ``seq``, ``ts``,
 embedded JSON, an array for a batch), optional ``text``, ``conn_id``, ``truncated``,
 ``redacted``, ``batch``, ``status``.
 
-``raw`` given as a JSON *string* is accepted too (some loggers escape it). A ``truncated`` capture
-whose raw no longer parses is quarantined as ``truncated_raw``; one that still parses (the logger
-cut strings but kept JSON valid) is kept and its calls are marked ``capture_truncated``.
+``raw`` given as a JSON *string* is accepted too (some loggers escape it). A frame with ``text``
+and no ``raw`` (mcpsnoop) or ``raw: null`` (our proxy, ``status: invalid_json``) is non-JSON
+output: ignored as ``non_json_output``. A ``truncated`` capture that still parses (the logger cut
+strings but kept JSON valid) is kept and its calls are marked ``capture_truncated``; one cut
+mid-JSON (a prefix in ``text``, or a ``raw`` string that no longer parses) keeps what its prefix
+tells: the request's id, method and tool name; a request cut before its id pairs with the next
+response nothing else claims. A cut response whose id is unreadable is ``truncated_raw``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -31,6 +36,9 @@ from mcptax.formats.records import (
 )
 
 FORMAT = "envelope"
+_PREFIX_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)\s*[,}]')
+_PREFIX_METHOD = re.compile(r'"method"\s*:\s*"([^"\\]*)("?)')
+_PREFIX_TOOL = re.compile(r'"params"\s*:\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"')
 _FRAME_DIRECTIONS = frozenset({"c2s", "s2c"})
 
 
@@ -50,6 +58,32 @@ def _scalar_key(value: Any) -> str | None:
     return None
 
 
+def _from_prefix(text: str, direction: str) -> dict | None:
+    """What the start of a frame cut mid-JSON still says: a request (id if readable, method,
+    tool name; no arguments) or a response with a readable id; None when it says nothing usable."""
+    found_id = _PREFIX_ID.search(text)
+    message_id, problem = load_json(found_id.group(1)) if found_id else (None, None)
+    if problem is not None:
+        message_id = None
+    if direction == "s2c":
+        return {"jsonrpc": "2.0", "id": message_id, "result": {}} if message_id is not None else None
+    method = _PREFIX_METHOD.search(text)
+    tool = _PREFIX_TOOL.search(text)
+    name, _ = load_json(f'"{tool.group(1)}"') if tool else ("", None)
+    if method is not None and method.group(2):
+        full_method = method.group(1)
+    elif "tools/call".startswith(method.group(1) if method else ""):
+        full_method = "tools/call"  # cut inside (or before) the method: the only cut frames worth keeping
+    else:
+        return None
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": full_method}
+    if message_id is not None:
+        message["id"] = message_id
+    if full_method == "tools/call":
+        message["params"] = {"name": name if isinstance(name, str) else "", "arguments": {}}
+    return message
+
+
 def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> LineEvent:
     record = read_json_object(line, max_line_bytes)
     if isinstance(record, LineEvent):
@@ -66,14 +100,23 @@ def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> L
     session_key = _scalar_key(record.get("session_id"))
     if session_key is None:
         return quarantine(line, "missing_field:session_id")
-    if "raw" not in record:
-        return quarantine(line, "missing_field:raw")
-
     truncated = record.get("truncated")
-    raw = record["raw"]
+    raw = record.get("raw")
+    if raw is None:
+        text = record.get("text")
+        if truncated and isinstance(text, str):
+            raw = _from_prefix(text, direction)
+            if raw is None:
+                return quarantine(line, "truncated_raw")
+        elif isinstance(text, str) or record.get("status") == "invalid_json":
+            return ignore(line, "non_json_output")
+        else:
+            return quarantine(line, "missing_field:raw")
     if isinstance(raw, str):
-        raw, problem = load_json(raw)
-        if problem is not None:
+        text, (raw, problem) = raw, load_json(raw)
+        if problem is not None and truncated:
+            raw = _from_prefix(text, direction)
+        if raw is None or (problem is not None and not truncated):
             return quarantine(line, "truncated_raw" if truncated else "invalid_raw")
     if isinstance(raw, dict):
         messages, is_batch = [raw], False
@@ -93,6 +136,8 @@ def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> L
     dropped = 0
     for index, message in enumerate(messages):
         kind = jsonrpc_kind(message)
+        if kind == "notification" and truncated and message.get("method") == "tools/call":
+            kind = "request"  # cut before its id (a tools/call always has one): paired by its response
         if kind is None:
             dropped += 1
             continue
