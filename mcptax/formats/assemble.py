@@ -342,7 +342,11 @@ class CallAssembler:
         if key is None:
             return
         turn = self._turns.setdefault(key, _Turn(key))
-        turn.output_tokens = frame.output_tokens  # a later copy of the same message wins
+        if self.format == "codex" or turn.output_tokens is None:
+            turn.output_tokens = frame.output_tokens
+        elif frame.output_tokens is not None:
+            # Claude Code copies of one message: some carry the streaming-start figure.
+            turn.output_tokens = max(turn.output_tokens, frame.output_tokens)
         if self.format == "codex":
             self._close_turn(turn, out)
 

@@ -159,7 +159,7 @@ class Frame:
     # A response whose record states the call's duration (Codex ``mcp_tool_call_end``): it wins
     # over a plain output of the same call, and its duration over the timestamps' difference.
     duration_ms: float | None = None
-    # Usage frames: output tokens of the turn (this copy; the last copy wins).
+    # Usage frames: output tokens of the turn as this copy states them (Claude Code: the largest wins).
     output_tokens: int | None = None
     # Transcript producer, e.g. claude-code 2.0.14 from the line's ``version`` field.
     agent: AgentInfo | None = None
