@@ -153,11 +153,9 @@ class CallAssembler:
             self._close_turn(turn, out)
         for call in list(self._calls.values()):
             self._emit(call, out)
-        for waiting in self._idless.values():
-            for _, line_no in waiting:
-                self._lines[line_no].pending -= 1
-                self._note(line_no, "truncated_unpaired")
-        self._idless.clear()
+        for _, line_no in (item for waiting in self._idless.values() for item in waiting):
+            self._lines[line_no].pending -= 1
+            self._note(line_no, "truncated_unpaired")
         for line_no in sorted(self._lines):  # defensive: nothing should be left
             state = self._lines[line_no]
             state.pending = 0

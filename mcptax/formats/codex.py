@@ -102,7 +102,7 @@ def call_result(output: Any) -> dict:
     return result
 
 
-def end_result(result: Any) -> dict | None:
+def end_result(result: Any) -> dict[str, Any] | None:
     """The CallToolResult of an ``mcp_tool_call_end`` ``result`` (``Ok`` / ``Err``), None if unreadable."""
     if not isinstance(result, dict):
         return None
@@ -123,9 +123,13 @@ def _duration_ms(duration: Any) -> float | None:
     if not isinstance(duration, dict):
         return None
     secs, nanos = duration.get("secs"), duration.get("nanos", 0)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (secs, nanos)):
+    if not (_count(secs) and _count(nanos)):
         return None
-    return round(secs * 1000 + nanos / 1_000_000, 3)
+    return round(int(secs) * 1000 + int(nanos) / 1_000_000, 3)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _started(ts: str | None, duration_ms: float | None) -> str | None:
@@ -154,7 +158,7 @@ def _split_record(record: dict) -> tuple[str | None, Any]:
     return (kind if isinstance(kind, str) else None), record
 
 
-def _mcp_name(payload: dict, name: str) -> tuple[str, str] | None:
+def _mcp_name(payload: dict[str, Any], name: str) -> tuple[str, str] | None:
     """(server, tool) of an MCP ``function_call``: namespaced (current) or ``server__tool`` (older)."""
     namespace = str_or_none(payload.get("namespace"))
     if namespace is not None and namespace.startswith("mcp__"):
@@ -164,7 +168,9 @@ def _mcp_name(payload: dict, name: str) -> tuple[str, str] | None:
     return split_tool_name(name)
 
 
-def _end_frames(payload: dict, ts: str | None, formed: bool, common: dict[str, Any]) -> list[Frame] | None:
+def _end_frames(
+    payload: dict[str, Any], ts: str | None, formed: bool, common: dict[str, Any]
+) -> list[Frame] | None:
     """Frames of an ``mcp_tool_call_end``: its response, preceded by the request when no
     ``function_call`` formed the call; None when the record is unreadable."""
     call_id = str_or_none(payload.get("call_id"))
@@ -318,7 +324,7 @@ def parse(
 
 def _event(
     line: RawLine,
-    payload: dict,
+    payload: dict[str, Any],
     session: str | None,
     ts: str | None,
     agent: AgentInfo,

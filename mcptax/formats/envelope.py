@@ -58,7 +58,7 @@ def _scalar_key(value: Any) -> str | None:
     return None
 
 
-def _from_prefix(text: str, direction: str) -> dict | None:
+def _from_prefix(text: str, direction: str) -> dict[str, Any] | None:
     """What the start of a frame cut mid-JSON still says: a request (id if readable, method,
     tool name; no arguments) or a response with a readable id; None when it says nothing usable."""
     found_id = _PREFIX_ID.search(text)

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from mcptax.formats import detect_format, read_calls
-from tests.mcptax.formats.support import assert_reconciles, calls_of, outcomes_of
+from tests.mcptax.formats.helpers import assert_reconciles, calls_of, outcomes_of
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 

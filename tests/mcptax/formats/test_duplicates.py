@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mcptax.formats import Tally, read_calls
-from tests.mcptax.formats.support import assert_reconciles, calls_of, env_line, outcomes_of
+from tests.mcptax.formats.helpers import assert_reconciles, calls_of, env_line, outcomes_of
 
 CALL = {
     "jsonrpc": "2.0",

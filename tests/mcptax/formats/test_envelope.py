@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from mcptax.formats import read_calls
-from tests.mcptax.formats.support import assert_reconciles, calls_of, outcomes_of
+from tests.mcptax.formats.helpers import assert_reconciles, calls_of, outcomes_of
 
 
 def _line(seq: int, direction: str, **fields: object) -> bytes:

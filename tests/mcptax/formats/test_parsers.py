@@ -19,8 +19,8 @@ from mcptax.formats import (
     read_calls,
 )
 from mcptax.formats.har import split_sse
-from tests.mcptax.formats.support import assert_reconciles, calls_of, outcomes_of
-from tests.mcptax.formats.support import env_line as _env
+from tests.mcptax.formats.helpers import assert_reconciles, calls_of, outcomes_of
+from tests.mcptax.formats.helpers import env_line as _env
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 SAMPLES = {
