@@ -123,9 +123,9 @@ def _duration_ms(duration: Any) -> float | None:
     if not isinstance(duration, dict):
         return None
     secs, nanos = duration.get("secs"), duration.get("nanos", 0)
-    if not (_count(secs) and _count(nanos)):
+    if not (isinstance(secs, int) and isinstance(nanos, int) and _count(secs) and _count(nanos)):
         return None
-    return round(int(secs) * 1000 + int(nanos) / 1_000_000, 3)
+    return round(secs * 1000 + nanos / 1_000_000, 3)
 
 
 def _count(value: Any) -> bool:
