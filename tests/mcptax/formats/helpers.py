@@ -6,6 +6,15 @@ import json
 
 from mcptax.formats import LineOutcome, ObservedCall, Tally
 
+# A minimal tools/call and its answer.
+CALL = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/call",
+    "params": {"name": "t", "arguments": {"text": "a"}},
+}
+RESULT = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+
 
 def calls_of(items) -> list[ObservedCall]:
     return [i for i in items if isinstance(i, ObservedCall)]

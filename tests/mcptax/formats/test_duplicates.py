@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 from mcptax.formats import Tally, read_calls
-from tests.mcptax.formats.helpers import assert_reconciles, calls_of, env_line, outcomes_of
-
-CALL = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/call",
-    "params": {"name": "t", "arguments": {"text": "a"}},
-}
-RESULT = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
+from tests.mcptax.formats.helpers import CALL, RESULT, assert_reconciles, calls_of, env_line, outcomes_of
 
 
 def _session() -> list[bytes]:

@@ -19,7 +19,7 @@ from mcptax.formats import (
     read_calls,
 )
 from mcptax.formats.har import split_sse
-from tests.mcptax.formats.helpers import assert_reconciles, calls_of, outcomes_of
+from tests.mcptax.formats.helpers import CALL, RESULT, assert_reconciles, calls_of, outcomes_of
 from tests.mcptax.formats.helpers import env_line as _env
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
@@ -240,15 +240,6 @@ def test_reingesting_yields_the_same_dedupe_keys() -> None:
         first = [c.dedupe_key for c in calls_of(run(name))]
         assert first == [c.dedupe_key for c in calls_of(run(name))]
         assert len(set(first)) == len(first)
-
-
-CALL = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/call",
-    "params": {"name": "t", "arguments": {"text": "a"}},
-}
-RESULT = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
 
 
 def test_a_reused_id_with_the_same_request_is_still_two_calls() -> None:
