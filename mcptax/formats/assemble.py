@@ -26,11 +26,13 @@ Dedupe keys are sha256 over identity independent of the log's format: for proxy 
 occurrence number of that identity in the input (so a client reusing an id for an identical
 request still yields two calls); for transcripts session and the client's call id.
 
-Output tokens (transcripts): the turn's ``output_tokens`` (Claude Code: the last usage copy of
-``message.id``; Codex: the ``token_count`` after the calls) are split across all tool calls of the
-turn, MCP and built-in, in proportion to their argument bytes (largest remainder, so the parts sum
-to the turn total); text the model wrote besides the calls is not separated out. The whole
-figure is kept in ``turn_output_tokens``.
+Output tokens (transcripts): the turn's ``output_tokens`` (Claude Code: the largest among the
+usage copies of ``message.id``; Codex: the ``token_count`` after the calls) are split across all
+tool calls of the turn, MCP and built-in, in proportion to their argument bytes (largest
+remainder, so the parts sum to the turn total); text the model wrote besides the calls is not
+separated out. The whole figure is kept in ``turn_output_tokens``. A Claude Code figure below the
+cl100k tokens of the turn's own tool inputs is replaced by those counted tokens (each call its
+own) and the calls are marked ``output_tokens_estimated``.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcptax.formats.measures import duration_between, split_proportionally
+from mcptax.formats.measures import duration_between, turn_shares
 from mcptax.formats.records import (
     CALL,
     DUPLICATE,
@@ -79,8 +81,8 @@ class _LineState:
 class _Turn:
     key: tuple[str, str]
     output_tokens: int | None = None
-    # Argument bytes of every tool call of the turn (MCP or built-in), by call id, in order.
-    weights: dict[str, int] = field(default_factory=dict)
+    # Argument text of every tool call of the turn (MCP or built-in), by call id, in order.
+    inputs: dict[str, str] = field(default_factory=dict)
     calls: list[_PendingCall] = field(default_factory=list)
 
 
@@ -95,6 +97,7 @@ class _PendingCall:
     output_tokens: int | None = None
     turn_output_tokens: int | None = None
     turn_tool_calls: int | None = None
+    output_tokens_estimated: bool = False
 
 
 def _ends_call(frame: Frame, earlier: Frame) -> bool:
@@ -331,7 +334,7 @@ class CallAssembler:
         raw = (
             frame.arguments_raw if frame.arguments_raw is not None else canonical(params.get("arguments", {}))
         )
-        turn.weights[call_id] = len(utf8(raw))
+        turn.inputs[call_id] = raw
         if call is not None:
             turn.calls.append(call)
 
@@ -354,23 +357,15 @@ class CallAssembler:
         for chain, open_turn in list(self._open_turn_by_chain.items()):
             if open_turn is turn:
                 del self._open_turn_by_chain[chain]
-        ids = list(turn.weights)
-        shares = (
-            dict(
-                zip(
-                    ids,
-                    split_proportionally(turn.output_tokens, [turn.weights[i] for i in ids]),
-                    strict=True,
-                )
-            )
-            if turn.output_tokens is not None
-            else {}
+        total, shares, estimated = turn_shares(
+            turn.output_tokens, turn.inputs, check_against_inputs=self.format == "claude-code"
         )
         for call in turn.calls:
             call.attributed = True
-            call.turn_output_tokens = turn.output_tokens
-            call.turn_tool_calls = len(ids)
+            call.turn_output_tokens = total
+            call.turn_tool_calls = len(turn.inputs)
             call.output_tokens = shares.get(call.request.client_call_id or "")
+            call.output_tokens_estimated = estimated
             if call.responded:
                 self._emit(call, out)
 
@@ -455,6 +450,7 @@ class CallAssembler:
             arguments_raw=arguments_raw,
             turn_output_tokens=call.turn_output_tokens,
             turn_tool_calls=call.turn_tool_calls,
+            output_tokens_estimated=call.output_tokens_estimated,
             transport=request.transport,
             capture_truncated=request.capture_truncated,
             truncated_pointers=request.truncated_pointers,

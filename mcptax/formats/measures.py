@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from mcptax.formats.records import utf8
+from mcptax.tokens import count as count_tokens
+
 
 def _parse_ts(value: str | None) -> datetime | None:
     if not value:
@@ -38,3 +41,25 @@ def split_proportionally(total: int, weights: list[int]) -> list[int]:
     for i in by_remainder[: total - sum(shares)]:
         shares[i] += 1
     return shares
+
+
+def turn_shares(
+    recorded: int | None, inputs: dict[str, str], *, check_against_inputs: bool
+) -> tuple[int | None, dict[str, int], bool]:
+    """A turn's output tokens, each tool call's share of them, and whether they are estimated.
+
+    ``inputs`` holds each call's argument text (compact JSON), by call id, in order. The recorded
+    figure is split in proportion to the argument bytes. With ``check_against_inputs`` (Claude
+    Code, whose copies of a message may all carry a streaming-start figure), a figure below the
+    cl100k tokens of the tool inputs the turn wrote cannot be right: those counted tokens replace
+    it, each call keeping its own, and the result is marked estimated.
+    """
+    if recorded is None:
+        return None, {}, False
+    sizes = [len(utf8(text)) for text in inputs.values()]
+    # A token is at least one byte, so a figure of at least the bytes needs no counting.
+    if check_against_inputs and recorded < sum(sizes):
+        counted = {call_id: count_tokens(text) for call_id, text in inputs.items()}
+        if recorded < sum(counted.values()):
+            return sum(counted.values()), counted, True
+    return recorded, dict(zip(inputs, split_proportionally(recorded, sizes), strict=True)), False

@@ -213,6 +213,9 @@ class ObservedCall:
     # The turn's whole output tokens and how many tool calls (MCP or built-in) shared them.
     turn_output_tokens: int | None = None
     turn_tool_calls: int | None = None
+    # Claude Code: the recorded figure was below the tokens of the tool inputs the turn wrote, so
+    # the turn's figure is those counted tokens (see measures.turn_shares).
+    output_tokens_estimated: bool = False
     transport: str | None = None
     capture_truncated: bool = False
     truncated_pointers: tuple[str, ...] = ()

