@@ -197,6 +197,7 @@ class CallStore:
             jsonrpc_error=error,
             output_tokens=call.output_tokens,
             turn_output_tokens=call.turn_output_tokens,
+            output_tokens_estimated=call.output_tokens_estimated,
             is_reference_call=reference is not None and not bulk,
             reference_key=fit(reference[0], 60, "reference_key", notes) if reference else "",
             reference_value=fit(reference[1], None, "reference_value", notes) if reference else "",
