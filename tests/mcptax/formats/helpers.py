@@ -50,3 +50,15 @@ def assert_reconciles(items, expected_lines: int) -> None:
 def env_line(seq: int, direction: str, raw: dict, session: str = "s") -> bytes:
     record = {"session_id": session, "seq": seq, "ts": f"2025-01-01T00:00:{seq:02d}Z", "direction": direction}
     return json.dumps({**record, "raw": raw}).encode() + b"\n"
+
+
+def seen_after_cut(cut: str, opening: str) -> str:
+    """A JSON string value as a cut frame shows it: what follows ``opening`` in ``cut``, decoded
+    here with json.loads (an escape the cut split is dropped)."""
+    tail = cut[cut.index(opening) + len(opening) :]
+    while tail:
+        try:
+            return json.loads(f'"{tail}"')
+        except json.JSONDecodeError:
+            tail = tail[:-1]
+    return ""
