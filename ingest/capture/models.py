@@ -104,6 +104,9 @@ class ToolCall(models.Model):
     jsonrpc_error = models.JSONField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     turn_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The transcript's figure was below the tokens of the tool inputs the turn wrote, so
+    # ``output_tokens`` is those counted tokens: the paste cost is an estimate.
+    output_tokens_estimated = models.BooleanField(default=False)
     is_reference_call = models.BooleanField(default=False)
     reference_key = models.CharField(max_length=60, blank=True)
     reference_value = models.TextField(blank=True)

@@ -5,7 +5,9 @@
   of them (``ToolCall.output_tokens``, split across calls of the turn by the ingest), split again
   across the call's bulk arguments in proportion to their pasted tokens.
 - **Billed tokens**: the output tokens where known, else the pasted tokens (the model had to
-  write at least those).
+  write at least those). Where a Claude Code turn's recorded figure was below the tokens of the
+  tool inputs it wrote, the ingest counted those instead (``ToolCall.output_tokens_estimated``);
+  the rollups count such calls in ``estimated_calls`` so the pages can say "estimated".
 - **Money**: billed tokens × the output price per million tokens of the agent's model, from the
   editable ``ModelPrice`` table (captures rarely name the model, so a price is chosen per agent
   family; see :class:`PriceBook`). Editing a price re-prices the rollups (one UPDATE per family).
@@ -130,6 +132,7 @@ def call_cost(call: ToolCall, arguments: Sequence[BulkArgument], prices: PriceBo
     return {
         "pasted_tokens": sum(c.pasted_tokens for c in costs),
         "output_tokens": call.output_tokens,
+        "estimated": call.output_tokens_estimated,
         "billed_tokens": billed,
         "reference_tokens": reference,
         "cost_usd": prices.usd(billed, family),
@@ -160,6 +163,7 @@ def summary(
         cost_usd=Sum("cost_usd"),
         reference_cost_usd=Sum("reference_cost_usd"),
         arguments=Sum("arguments"),
+        estimated_calls=Sum("estimated_calls"),
     )
     result = {k: (v or 0) for k, v in totals.items()}
     result["cost_usd"] = Decimal(result["cost_usd"]).quantize(MONEY_PLACES)

@@ -142,6 +142,8 @@ class FidelityDaily(models.Model):
     output_tokens = models.BigIntegerField(default=0)
     # What pasting was billed as: output tokens where known, else the pasted tokens.
     billed_tokens = models.BigIntegerField(default=0)
+    # Calls whose output tokens are an estimate (ToolCall.output_tokens_estimated).
+    estimated_calls = models.BigIntegerField(default=0)
     # Tokens the same arguments would have cost passed as a reference instead.
     reference_tokens = models.BigIntegerField(default=0)
     cost_usd = models.DecimalField(max_digits=16, decimal_places=6, default=0)

@@ -53,6 +53,7 @@ COUNTS = (
     "billed_tokens",
     "reference_tokens",
     "server_errors",
+    "estimated_calls",
 )
 # Verdicts that are judgements of the agent (exact-match rates are over these).
 JUDGED = tuple(v for v in fidelity.VERDICTS if v not in (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED))
@@ -84,10 +85,17 @@ def contributions(
     """
     day, agent, label, tool = call_day(call), call.agent_id, call.server_label, call.tool
     error = 1 if call.is_error else 0
+    estimated = 1 if call.output_tokens_estimated else 0
     if not arguments:
         verdict = BY_REFERENCE if call.is_reference_call else NO_BULK
         output = call.output_tokens or 0
-        counts = Counter(calls=1, output_tokens=output, billed_tokens=output, server_errors=error)
+        counts = Counter(
+            calls=1,
+            output_tokens=output,
+            billed_tokens=output,
+            server_errors=error,
+            estimated_calls=estimated,
+        )
         return [(None, (day, agent, label, tool, verdict, ""), counts)]
     ordered = sorted(arguments, key=lambda a: (a.pointer, a.pk))
     rows: list[tuple[int | None, Key, Counter[str]]] = []
@@ -102,6 +110,7 @@ def contributions(
             billed_tokens=cost.billed_tokens,
             reference_tokens=cost.reference_tokens,
             server_errors=error if index == 0 else 0,
+            estimated_calls=estimated if index == 0 else 0,
         )
         rows.append((argument.pk, (day, agent, label, tool, verdict, size_bucket(argument.bytes)), counts))
     return rows
@@ -177,6 +186,7 @@ _CALL_FIELDS = (
     "is_error",
     "is_reference_call",
     "output_tokens",
+    "output_tokens_estimated",
     "linked_call_id",
 )
 

@@ -26,11 +26,13 @@ Dedupe keys are sha256 over identity independent of the log's format: for proxy 
 occurrence number of that identity in the input (so a client reusing an id for an identical
 request still yields two calls); for transcripts session and the client's call id.
 
-Output tokens (transcripts): the turn's ``output_tokens`` (Claude Code: the last usage copy of
-``message.id``; Codex: the ``token_count`` after the calls) are split across all tool calls of the
-turn, MCP and built-in, in proportion to their argument bytes (largest remainder, so the parts sum
-to the turn total); text the model wrote besides the calls is not separated out. The whole
-figure is kept in ``turn_output_tokens``.
+Output tokens (transcripts): the turn's ``output_tokens`` (Claude Code: the largest among the
+usage copies of ``message.id``; Codex: the ``token_count`` after the calls) are split across all
+tool calls of the turn, MCP and built-in, in proportion to their argument bytes (largest
+remainder, so the parts sum to the turn total); text the model wrote besides the calls is not
+separated out. The whole figure is kept in ``turn_output_tokens``. A Claude Code figure below the
+cl100k tokens of the turn's own tool inputs is replaced by those counted tokens (each call its
+own) and the calls are marked ``output_tokens_estimated``.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
+from mcptax.formats.measures import duration_between, turn_shares
 from mcptax.formats.records import (
     CALL,
+    DUPLICATE,
     FRAME,
     IGNORED,
     TRANSCRIPT_FORMATS,
@@ -78,8 +81,8 @@ class _LineState:
 class _Turn:
     key: tuple[str, str]
     output_tokens: int | None = None
-    # Argument bytes of every tool call of the turn (MCP or built-in), by call id, in order.
-    weights: dict[str, int] = field(default_factory=dict)
+    # Argument text of every tool call of the turn (MCP or built-in), by call id, in order.
+    inputs: dict[str, str] = field(default_factory=dict)
     calls: list[_PendingCall] = field(default_factory=list)
 
 
@@ -94,40 +97,11 @@ class _PendingCall:
     output_tokens: int | None = None
     turn_output_tokens: int | None = None
     turn_tool_calls: int | None = None
+    output_tokens_estimated: bool = False
 
 
-def _parse_ts(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None
-
-
-def _duration_ms(start: str | None, end: str | None) -> float | None:
-    a, b = _parse_ts(start), _parse_ts(end)
-    if a is None or b is None:
-        return None
-    try:
-        return round((b - a).total_seconds() * 1000.0, 3)
-    except TypeError:  # one naive, one aware
-        return None
-
-
-def _split_proportionally(total: int, weights: list[int]) -> list[int]:
-    """Integer shares of ``total`` proportional to ``weights`` that sum exactly to ``total``."""
-    weight_sum = sum(weights)
-    if not weights:
-        return []
-    if weight_sum <= 0:
-        weights, weight_sum = [1] * len(weights), len(weights)
-    exact = [total * w / weight_sum for w in weights]
-    shares = [int(x) for x in exact]
-    by_remainder = sorted(range(len(weights)), key=lambda i: (-(exact[i] - shares[i]), i))
-    for i in by_remainder[: total - sum(shares)]:
-        shares[i] += 1
-    return shares
+def _ends_call(frame: Frame, earlier: Frame) -> bool:
+    return frame.duration_ms is not None and earlier.duration_ms is None
 
 
 class CallAssembler:
@@ -146,6 +120,9 @@ class CallAssembler:
         self._server_info: dict[str, dict] = {}
         self._turns: dict[tuple[str, str], _Turn] = {}
         self._open_turn_by_chain: dict[str, _Turn] = {}
+        self._seen_frames: set[tuple[str, int]] = set()
+        # Cut requests whose id was lost, per (session, connection), waiting for a response.
+        self._idless: dict[tuple[str, str], list[tuple[Frame, int]]] = {}
 
     # -- public API ----------------------------------------------------------------------------
 
@@ -156,6 +133,12 @@ class CallAssembler:
             self._lines[event.line_no] = _LineState(open=False, reasons=[event.reason or event.status])
             self._settle(event.line_no, out, status=event.status, raw=event.raw)
             return out
+        frame_keys = {(f.session_key, f.seq) for f in event.frames if f.seq is not None}
+        if frame_keys and frame_keys <= self._seen_frames:
+            self._lines[event.line_no] = _LineState(open=False, reasons=["duplicate_frame"])
+            self._settle(event.line_no, out, status=DUPLICATE)
+            return out
+        self._seen_frames.update(frame_keys)
         self._lines[event.line_no] = state = _LineState()
         for frame in event.frames:
             try:
@@ -173,6 +156,9 @@ class CallAssembler:
             self._close_turn(turn, out)
         for call in list(self._calls.values()):
             self._emit(call, out)
+        for _, line_no in (item for waiting in self._idless.values() for item in waiting):
+            self._lines[line_no].pending -= 1
+            self._note(line_no, "truncated_unpaired")
         for line_no in sorted(self._lines):  # defensive: nothing should be left
             state = self._lines[line_no]
             state.pending = 0
@@ -242,6 +228,10 @@ class CallAssembler:
             self._other_requests[key] = "initialize"
             self._note(line_no, "session_context")
             return
+        if "id" not in message:
+            self._idless.setdefault((frame.session_key, frame.conn_id), []).append((frame, line_no))
+            self._lines[line_no].pending += 1
+            return
         if method != "tools/call":
             self._other_requests[key] = str(method)
             if self.is_transcript:
@@ -284,6 +274,11 @@ class CallAssembler:
             if call.attributed:
                 self._emit(call, out)
             return
+        if call is not None and call.response is not None and _ends_call(frame, call.response):
+            call.response = frame  # the record of the call's end says more than its output
+            call.lines.append(line_no)
+            self._lines[line_no].pending += 1
+            return
         if call is not None:
             self._note(line_no, "duplicate_response")
             return
@@ -295,8 +290,18 @@ class CallAssembler:
             self._note(line_no, "session_context")
         elif method is not None:
             self._note(line_no, "not_a_tool_call")
+        elif self._idless.get((frame.session_key, frame.conn_id)):
+            self._adopt(frame, line_no, out)
         else:
             self._note(line_no, "tool_result_only" if self.is_transcript else "orphan_response")
+
+    def _adopt(self, response: Frame, line_no: int, out: list[Output]) -> None:
+        """Pair the oldest cut request without an id with ``response``, which gives it its id."""
+        request, request_line = self._idless[(response.session_key, response.conn_id)].pop(0)
+        request.message = {**(request.message or {}), "id": (response.message or {}).get("id")}
+        self._lines[request_line].pending -= 1
+        self._request(request, request_line, out)
+        self._response(response, line_no, out)
 
     # -- transcript turns ----------------------------------------------------------------------
 
@@ -329,7 +334,7 @@ class CallAssembler:
         raw = (
             frame.arguments_raw if frame.arguments_raw is not None else canonical(params.get("arguments", {}))
         )
-        turn.weights[call_id] = len(utf8(raw))
+        turn.inputs[call_id] = raw
         if call is not None:
             turn.calls.append(call)
 
@@ -338,7 +343,11 @@ class CallAssembler:
         if key is None:
             return
         turn = self._turns.setdefault(key, _Turn(key))
-        turn.output_tokens = frame.output_tokens  # a later copy of the same message wins
+        if self.format == "codex" or turn.output_tokens is None:
+            turn.output_tokens = frame.output_tokens
+        elif frame.output_tokens is not None:
+            # Claude Code copies of one message: some carry the streaming-start figure.
+            turn.output_tokens = max(turn.output_tokens, frame.output_tokens)
         if self.format == "codex":
             self._close_turn(turn, out)
 
@@ -348,23 +357,15 @@ class CallAssembler:
         for chain, open_turn in list(self._open_turn_by_chain.items()):
             if open_turn is turn:
                 del self._open_turn_by_chain[chain]
-        ids = list(turn.weights)
-        shares = (
-            dict(
-                zip(
-                    ids,
-                    _split_proportionally(turn.output_tokens, [turn.weights[i] for i in ids]),
-                    strict=True,
-                )
-            )
-            if turn.output_tokens is not None
-            else {}
+        total, shares, estimated = turn_shares(
+            turn.output_tokens, turn.inputs, check_against_inputs=self.format == "claude-code"
         )
         for call in turn.calls:
             call.attributed = True
-            call.turn_output_tokens = turn.output_tokens
-            call.turn_tool_calls = len(ids)
+            call.turn_output_tokens = total
+            call.turn_tool_calls = len(turn.inputs)
             call.output_tokens = shares.get(call.request.client_call_id or "")
+            call.output_tokens_estimated = estimated
             if call.responded:
                 self._emit(call, out)
 
@@ -433,7 +434,11 @@ class CallAssembler:
             meta=meta,
             request_ts=request.ts,
             response_ts=response_ts,
-            duration_ms=_duration_ms(request.ts, response_ts),
+            duration_ms=(
+                call.response.duration_ms
+                if call.response is not None and call.response.duration_ms is not None
+                else duration_between(request.ts, response_ts)
+            ),
             result=result,
             is_error=is_error,
             jsonrpc_error=error if isinstance(error, dict) else None,
@@ -445,6 +450,7 @@ class CallAssembler:
             arguments_raw=arguments_raw,
             turn_output_tokens=call.turn_output_tokens,
             turn_tool_calls=call.turn_tool_calls,
+            output_tokens_estimated=call.output_tokens_estimated,
             transport=request.transport,
             capture_truncated=request.capture_truncated,
             truncated_pointers=request.truncated_pointers,

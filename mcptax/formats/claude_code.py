@@ -3,7 +3,10 @@
 Each line is one record: ``type`` ``user`` / ``assistant`` carry a ``message`` (Anthropic API
 shape); ``summary``, ``system``, ``file-history-snapshot`` and other bookkeeping types are
 ``ignored: meta``. Claude Code writes one line per content block of an assistant message, each
-repeating ``message.id`` and a ``usage`` snapshot: the last copy holds the final figures.
+repeating ``message.id`` and a ``usage`` snapshot; a copy may hold the streaming-start figure,
+so the largest ``output_tokens`` among the copies is the message's. Headless
+``claude -p --output-format stream-json`` logs (``session_id``, ``type`` ``system`` / ``assistant``
+/ ``user`` / ``result``) are read the same way.
 
 - ``tool_use`` blocks named ``mcp__<server>__<tool>`` become ``tools/call`` requests whose
   JSON-RPC id and client call id are ``tool_use.id`` (the same id Claude Code puts in
@@ -79,7 +82,10 @@ def parse(
             yield ignore(line, "meta")
             continue
         # Every line normally carries sessionId; a line that lost it belongs to the file's session.
-        session = str_or_none(record.get("sessionId")) or last_session
+        # Headless ``claude -p --output-format stream-json`` writes ``session_id``.
+        session = (
+            str_or_none(record.get("sessionId")) or str_or_none(record.get("session_id")) or last_session
+        )
         last_session = session or last_session
         message = record.get("message")
         if not isinstance(message, dict):

@@ -9,11 +9,18 @@ and ``{"record_type": "state"}`` lines) are read too.
 
 - A ``function_call`` whose name contains ``__`` is an MCP call: Codex names MCP tools
   ``<server>__<tool>`` (some builds prefix ``mcp__``); built-in tools (``shell``, ``apply_patch``
-  ...) never contain ``__``. Its ``arguments`` is the raw JSON string the model produced: it is
+  ...) never contain ``__``. Current builds write the bare tool name with
+  ``"namespace": "mcp__<server>"``. Its ``arguments`` is the raw JSON string the model produced: it is
   parsed for the call and kept verbatim (``arguments_raw``) for hashing; a string that is not a
   JSON object quarantines the line (``invalid_arguments_json``).
 - ``function_call_output`` (matched by ``call_id``) is the response; an output that is a JSON
-  ``CallToolResult`` is used as such, any other output becomes one text content block.
+  ``CallToolResult`` is used as such, any other output becomes one text content block; an
+  output starting ``tool call error:`` is an error.
+- ``event_msg`` ``mcp_tool_call_end`` (``call_id``, ``invocation {server, tool, arguments}``,
+  ``duration {secs, nanos}``, ``result {"Ok": CallToolResult} | {"Err": message}``) is the
+  authoritative response of its call (its duration is kept); with no ``function_call`` of the
+  same ``call_id`` before it, it forms the call itself (started at its time minus the duration).
+- Lines without a timestamp of their own (older rollouts) take the session start.
 - ``token_count`` events carry ``info.last_token_usage.output_tokens`` of the model response
   that produced the calls since the previous ``token_count``.
 - Agent = ``codex`` (name = ``originator``, version = ``cli_version``).
@@ -22,6 +29,7 @@ and ``{"record_type": "state"}`` lines) are read too.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
 from typing import Any
 
 from mcptax.formats.records import (
@@ -30,6 +38,7 @@ from mcptax.formats.records import (
     AgentInfo,
     Frame,
     LineEvent,
+    RawLine,
     canonical,
     frames_event,
     ignore,
@@ -43,6 +52,7 @@ from mcptax.formats.records import (
 FORMAT = "codex"
 _BUILTIN_CALL_TYPES = frozenset({"custom_tool_call", "local_shell_call"})
 _OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output"})
+ERROR_OUTPUT_PREFIX = "tool call error:"
 _ITEM_TYPES = frozenset(
     {"message", "reasoning", "function_call", "web_search_call"} | _BUILTIN_CALL_TYPES | _OUTPUT_TYPES
 )
@@ -81,6 +91,8 @@ def call_result(output: Any) -> dict:
             result = dict(parsed)
         else:
             result = {"content": [{"type": "text", "text": output}]}
+            if output.startswith(ERROR_OUTPUT_PREFIX):
+                success = False
     elif isinstance(output, list):
         result = {"content": _text_blocks(output)}
     else:
@@ -88,6 +100,48 @@ def call_result(output: Any) -> dict:
     if success is not None and "isError" not in result:
         result["isError"] = not success
     return result
+
+
+def end_result(result: Any) -> dict[str, Any] | None:
+    """The CallToolResult of an ``mcp_tool_call_end`` ``result`` (``Ok`` / ``Err``), None if unreadable."""
+    if not isinstance(result, dict):
+        return None
+    if isinstance(result.get("Err"), str):
+        return {"content": [{"type": "text", "text": result["Err"]}], "isError": True}
+    ok = result.get("Ok")
+    if not isinstance(ok, dict):
+        return None
+    ok = dict(ok)
+    if "is_error" in ok and "isError" not in ok:
+        ok["isError"] = ok.pop("is_error")
+    if not isinstance(ok.get("isError"), bool):
+        ok["isError"] = False
+    return ok
+
+
+def _duration_ms(duration: Any) -> float | None:
+    if not isinstance(duration, dict):
+        return None
+    secs, nanos = duration.get("secs"), duration.get("nanos", 0)
+    if not (isinstance(secs, int) and isinstance(nanos, int) and _count(secs) and _count(nanos)):
+        return None
+    return round(secs * 1000 + nanos / 1_000_000, 3)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _started(ts: str | None, duration_ms: float | None) -> str | None:
+    """The time ``duration_ms`` before ``ts``, written like the rollout writes times."""
+    if ts is None or duration_ms is None:
+        return None
+    try:
+        end = datetime.fromisoformat(ts)
+    except ValueError:
+        return None
+    start = (end - timedelta(milliseconds=duration_ms)).isoformat(timespec="milliseconds")
+    return start.replace("+00:00", "Z") if ts.endswith("Z") else start
 
 
 def _split_record(record: dict) -> tuple[str | None, Any]:
@@ -104,12 +158,77 @@ def _split_record(record: dict) -> tuple[str | None, Any]:
     return (kind if isinstance(kind, str) else None), record
 
 
+def _mcp_name(payload: dict[str, Any], name: str) -> tuple[str, str] | None:
+    """(server, tool) of an MCP ``function_call``: namespaced (current) or ``server__tool`` (older)."""
+    namespace = str_or_none(payload.get("namespace"))
+    if namespace is not None and namespace.startswith("mcp__"):
+        server = namespace.removeprefix("mcp__").removesuffix("__")
+        tool = name.removeprefix(f"{namespace.removesuffix('__')}__")
+        return (server, tool) if server and tool else None
+    return split_tool_name(name)
+
+
+def _end_frames(
+    payload: dict[str, Any], ts: str | None, formed: bool, common: dict[str, Any]
+) -> list[Frame] | None:
+    """Frames of an ``mcp_tool_call_end``: its response, preceded by the request when no
+    ``function_call`` formed the call; None when the record is unreadable."""
+    call_id = str_or_none(payload.get("call_id"))
+    invocation = payload.get("invocation")
+    result = end_result(payload.get("result"))
+    if call_id is None or result is None or not isinstance(invocation, dict):
+        return None
+    duration = _duration_ms(payload.get("duration"))
+    response = {"jsonrpc": "2.0", "id": call_id, "result": result}
+    frames = [
+        Frame(
+            kind="response",
+            message=response,
+            direction="s2c",
+            client_call_id=call_id,
+            duration_ms=duration,
+            **common,
+        )
+    ]
+    if formed:
+        return frames
+    server, tool = str_or_none(invocation.get("server")), str_or_none(invocation.get("tool"))
+    arguments = invocation.get("arguments")
+    arguments = {} if arguments is None else arguments
+    if server is None or tool is None or not isinstance(arguments, dict):
+        return None
+    request = {
+        "jsonrpc": "2.0",
+        "id": call_id,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    started = {**common, "ts": _started(ts, duration) or common["ts"]}
+    frames.insert(
+        0,
+        Frame(
+            kind="request",
+            message=request,
+            server_label=server,
+            client_call_id=call_id,
+            arguments_raw=canonical(arguments),
+            **started,
+        ),
+    )
+    return frames
+
+
 def parse(
     lines: Iterable[bytes | str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Iterator[LineEvent]:
     """One LineEvent per rollout line (see module docstring)."""
     session: str | None = None
+    session_start: str | None = None
     agent = AgentInfo("codex", "codex", None, "Codex CLI", source="transcript")
+    # Call ids a function_call (or an end record standing alone) formed, and which of them came
+    # from an end record: a call is formed once whatever the order of its records.
+    formed: set[str] = set()
+    formed_by_end: set[str] = set()
     for line in numbered_lines(lines):
         record = read_json_object(line, max_line_bytes)
         if isinstance(record, LineEvent):
@@ -122,6 +241,7 @@ def parse(
         ts = str_or_none(record.get("timestamp")) or str_or_none(payload.get("timestamp"))
         if kind == "session_meta":
             session = str_or_none(payload.get("id")) or session
+            session_start = ts or session_start
             agent = AgentInfo(
                 "codex",
                 str_or_none(payload.get("originator")) or "codex",
@@ -134,17 +254,9 @@ def parse(
             else:
                 yield frames_event(line, [Frame(kind="session", session_key=session, ts=ts, agent=agent)])
             continue
+        ts = ts or session_start
         if kind == "event_msg":
-            if payload.get("type") != "token_count":
-                yield ignore(line, "meta")
-                continue
-            info = payload.get("info")
-            last = info.get("last_token_usage") if isinstance(info, dict) else None
-            output = last.get("output_tokens") if isinstance(last, dict) else None
-            if not isinstance(output, int) or isinstance(output, bool) or output < 0 or session is None:
-                yield ignore(line, "meta")
-                continue
-            yield frames_event(line, [Frame(kind="usage", session_key=session, ts=ts, output_tokens=output)])
+            yield _event(line, payload, session, ts, agent, formed, formed_by_end)
             continue
         if kind != "response_item":
             yield ignore(line, "meta")
@@ -170,6 +282,10 @@ def parse(
                 [Frame(kind="response", message=response, direction="s2c", client_call_id=call_id, **common)],
             )
             continue
+        if call_id in formed_by_end:
+            yield ignore(line, "recorded_by_mcp_tool_call_end")
+            continue
+        formed.add(call_id)
 
         name = str_or_none(payload.get("name")) or str(item_type)
         raw_arguments: str | None = None
@@ -187,7 +303,7 @@ def parse(
             arguments = {"input": payload.get("input")}
         else:
             arguments = {"action": payload.get("action")}
-        split = split_tool_name(name) if item_type == "function_call" else None
+        split = _mcp_name(payload, name) if item_type == "function_call" else None
         server, tool = split if split else ("", name)
         request = {
             "jsonrpc": "2.0",
@@ -204,3 +320,33 @@ def parse(
             **common,
         )
         yield frames_event(line, [frame])
+
+
+def _event(
+    line: RawLine,
+    payload: dict[str, Any],
+    session: str | None,
+    ts: str | None,
+    agent: AgentInfo,
+    formed: set[str],
+    formed_by_end: set[str],
+) -> LineEvent:
+    kind = payload.get("type")
+    if kind == "mcp_tool_call_end" and session is not None:
+        common: dict[str, Any] = {"session_key": session, "ts": ts, "agent": agent, "transport": "transcript"}
+        call_id = str_or_none(payload.get("call_id")) or ""
+        frames = _end_frames(payload, ts, call_id in formed, common)
+        if frames is None:
+            return quarantine(line, "unknown_shape")
+        if call_id not in formed:
+            formed.add(call_id)
+            formed_by_end.add(call_id)
+        return frames_event(line, frames)
+    if kind != "token_count":
+        return ignore(line, "meta")
+    info = payload.get("info")
+    last = info.get("last_token_usage") if isinstance(info, dict) else None
+    output = last.get("output_tokens") if isinstance(last, dict) else None
+    if not isinstance(output, int) or isinstance(output, bool) or output < 0 or session is None:
+        return ignore(line, "meta")
+    return frames_event(line, [Frame(kind="usage", session_key=session, ts=ts, output_tokens=output)])

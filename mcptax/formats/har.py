@@ -162,7 +162,7 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
         or f"url:{parts.netloc}{parts.path}"
     )
     started = str_or_none(entry.get("startedDateTime"))
-    common = {
+    common: dict[str, Any] = {
         "session_key": session_key,
         "server_label": f"{parts.netloc}{parts.path}",
         "transport": "http",

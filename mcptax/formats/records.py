@@ -27,6 +27,8 @@ MAX_JSON_DEPTH = 200
 FRAME = "frame"
 IGNORED = "ignored"
 QUARANTINED = "quarantined"
+# A line repeating a frame already read (same session and seq): never a second call.
+DUPLICATE = "duplicate"
 # LineOutcome statuses (what became of the line). CALL lines are the ones the Django layer stores,
 # or counts as duplicate when every call they formed was already stored.
 CALL = "call"
@@ -140,6 +142,9 @@ class Frame:
     server_label: str = ""
     transport: str | None = None
     batch_index: int | None = None
+    # The capturing tool's frame number within the session (envelope ``seq``): a frame read again
+    # under the same (session, seq) is a repeat of the same frame.
+    seq: int | None = None
     # The capture cut something in this message (envelope ``truncated``); pointers when known.
     capture_truncated: bool = False
     truncated_pointers: tuple[str, ...] = ()
@@ -151,7 +156,10 @@ class Frame:
     # Transcript turn (Claude Code message.id) and the chain it belongs to (main or a sidechain).
     turn_id: str | None = None
     chain: str | None = None
-    # Usage frames: output tokens of the turn (this copy; the last copy wins).
+    # A response whose record states the call's duration (Codex ``mcp_tool_call_end``): it wins
+    # over a plain output of the same call, and its duration over the timestamps' difference.
+    duration_ms: float | None = None
+    # Usage frames: output tokens of the turn as this copy states them (Claude Code: the largest wins).
     output_tokens: int | None = None
     # Transcript producer, e.g. claude-code 2.0.14 from the line's ``version`` field.
     agent: AgentInfo | None = None
@@ -205,6 +213,9 @@ class ObservedCall:
     # The turn's whole output tokens and how many tool calls (MCP or built-in) shared them.
     turn_output_tokens: int | None = None
     turn_tool_calls: int | None = None
+    # Claude Code: the recorded figure was below the tokens of the tool inputs the turn wrote, so
+    # the turn's figure is those counted tokens (see measures.turn_shares).
+    output_tokens_estimated: bool = False
     transport: str | None = None
     capture_truncated: bool = False
     truncated_pointers: tuple[str, ...] = ()
@@ -219,13 +230,14 @@ class LineOutcome:
     """The final fate of one input line.
 
     ``status`` is ``call`` (the line formed the calls in ``call_keys``; the Django layer counts it
-    as stored if any of those calls is new, else as duplicate), ``ignored`` or ``quarantined``
-    (with ``reason``; quarantined lines keep ``raw``). ``watermark`` is the highest N such that the
+    as stored if any of those calls is new, else as duplicate), ``duplicate`` (the line repeats a
+    frame already read in this input), ``ignored`` or ``quarantined`` (with ``reason``;
+    quarantined lines keep ``raw``). ``watermark`` is the highest N such that the
     outcomes of lines 1..N have all been emitted by the time this one is: a safe resume point.
     """
 
     line_no: int
-    status: Literal["call", "ignored", "quarantined"]
+    status: Literal["call", "duplicate", "ignored", "quarantined"]
     reason: str | None
     call_keys: tuple[str, ...] = ()
     raw: bytes | None = None

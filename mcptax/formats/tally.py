@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mcptax.formats.assemble import Output
-from mcptax.formats.records import CALL, IGNORED, ObservedCall
+from mcptax.formats.records import CALL, DUPLICATE, IGNORED, ObservedCall
 
 
 @dataclass
@@ -20,6 +20,7 @@ class Tally:
 
     read: int = 0
     call_lines: int = 0
+    duplicate: int = 0
     ignored: int = 0
     quarantined: int = 0
     calls: int = 0
@@ -34,6 +35,9 @@ class Tally:
         self.watermark = max(self.watermark, item.watermark)
         if item.status == CALL:
             self.call_lines += 1
+        elif item.status == DUPLICATE:
+            self.duplicate += 1
+            self.reasons[f"duplicate:{item.reason}"] += 1
         elif item.status == IGNORED:
             self.ignored += 1
             self.reasons[f"ignored:{item.reason}"] += 1
@@ -43,4 +47,6 @@ class Tally:
 
     @property
     def complete(self) -> bool:
-        return self.watermark == self.read == self.call_lines + self.ignored + self.quarantined
+        return (
+            self.watermark == self.read == self.call_lines + self.duplicate + self.ignored + self.quarantined
+        )

@@ -7,7 +7,7 @@ job stored the call (a call stored by an earlier, killed run of the same job is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 
 from django.db.models import Q
@@ -32,7 +32,7 @@ from ingest.capture.pipeline.values import (
     server_reported_sha256,
     text_is_db_safe,
 )
-from mcptax.bulk import BulkArg, find_bulk_arguments, find_reference
+from mcptax.bulk import BulkArg, find_bulk_arguments, find_reference, resolve_pointer, text_figures
 from mcptax.formats.records import PROXY_FORMATS, AgentInfo, ObservedCall
 
 
@@ -172,6 +172,7 @@ class CallStore:
             # initialize; the session remembers who the client was.
             agent = session.agent
         bulk = find_bulk_arguments(call.arguments)
+        bulk += _cut_strings(call, {b.pointer for b in bulk})
         reference = find_reference(call.arguments)
         server_label = fit(call.server_label, 200, "server_label", notes)
         error = db_safe_json(call.jsonrpc_error, notes, "jsonrpc_error") if call.jsonrpc_error else None
@@ -197,6 +198,7 @@ class CallStore:
             jsonrpc_error=error,
             output_tokens=call.output_tokens,
             turn_output_tokens=call.turn_output_tokens,
+            output_tokens_estimated=call.output_tokens_estimated,
             is_reference_call=reference is not None and not bulk,
             reference_key=fit(reference[0], 60, "reference_key", notes) if reference else "",
             reference_value=fit(reference[1], None, "reference_value", notes) if reference else "",
@@ -350,3 +352,20 @@ class CallStore:
                 CaptureSession.objects.filter(Q(last_ts=None) | Q(last_ts__lt=last), pk=pk).update(
                     last_ts=last
                 )
+
+
+def _cut_strings(call: ObservedCall, found_already: set[str]) -> list[BulkArg]:
+    """The strings a capture cut that are too short to be found as bulk arguments: the value the
+    cut went through was bulk (the capturing tool only cuts large frames), so it is recorded with
+    the bytes seen, to be judged ``capture_truncated``."""
+    found: list[BulkArg] = []
+    for pointer in call.truncated_pointers:
+        if pointer in found_already:
+            continue
+        try:
+            value = resolve_pointer(call.arguments, pointer)
+        except (KeyError, IndexError, ValueError):
+            continue
+        if isinstance(value, str):
+            found.append(BulkArg(pointer, "string", content=value, **asdict(text_figures(value))))
+    return found

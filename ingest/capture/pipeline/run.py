@@ -24,7 +24,7 @@ from ingest.capture.pipeline.calls import CallStore
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
 from ingest.capture.signals import calls_ingested
-from mcptax.formats.records import CALL, QUARANTINED, LineOutcome, ObservedCall
+from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, ObservedCall
 
 logger = logging.getLogger(__name__)
 
@@ -122,6 +122,8 @@ class Run:
                 stored = any(self.store.key_ours.get(k) for k in outcome.call_keys)
                 status = LineRecord.Status.STORED if stored else LineRecord.Status.DUPLICATE
                 reason = "" if stored else "already_ingested"
+            elif outcome.status == DUPLICATE:
+                status = LineRecord.Status.DUPLICATE
             elif outcome.status == QUARANTINED:
                 status = LineRecord.Status.QUARANTINED
                 self.quarantined_reasons[reason] += 1

@@ -97,6 +97,8 @@ class Tally:
     cost_usd: Decimal = field(default_factory=Decimal)
     reference_cost_usd: Decimal = field(default_factory=Decimal)
     server_errors: int = 0
+    # Calls whose paste cost rests on counted tool inputs, not on the transcript's figure.
+    estimated_calls: int = 0
     # Calls to tools that accept both a paste and a reference, and the reference ones among them.
     accepting_calls: int = 0
     accepting_reference_calls: int = 0
@@ -126,7 +128,14 @@ class Tally:
             self.accepting_calls += calls
             if verdict == BY_REFERENCE:
                 self.accepting_reference_calls += calls
-        for name in ("bytes", "pasted_tokens", "output_tokens", "billed_tokens", "reference_tokens"):
+        for name in (
+            "bytes",
+            "pasted_tokens",
+            "output_tokens",
+            "billed_tokens",
+            "reference_tokens",
+            "estimated_calls",
+        ):
             setattr(self, name, getattr(self, name) + (row[name] or 0))
         self.server_errors += row["server_errors"] or 0
         self.cost_usd += Decimal(row["cost_usd"] or 0)

@@ -9,7 +9,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from dashboard.teams.models import Team
+from ingest.capture.models import IngestJob
 from ingest.capture.pipeline import ingest_path
+from ingest.capture.pipeline.reading import UNKNOWN_FORMAT
 from mcptax.formats import FORMATS
 
 
@@ -31,6 +33,7 @@ class Command(BaseCommand):
             raise CommandError(f"{path} is not a file")
         team = self._team(options["team"])
         job = ingest_path(team, path, format=options["format"])
+        failure = _failure(job)
         summary = {
             "job": str(job.code),
             "team": team.slug,
@@ -47,6 +50,8 @@ class Command(BaseCommand):
             "verdict_counts": job.verdict_counts,
             "reconciles": job.reconciles,
             "error": job.error,
+            "ok": not failure,
+            "failure": failure,
         }
         if options["json"]:
             self.stdout.write(json.dumps(summary))
@@ -59,10 +64,10 @@ class Command(BaseCommand):
             if job.quarantined_reasons:
                 self.stdout.write(f"quarantined: {job.quarantined_reasons}")
             self.stdout.write(f"verdicts: {job.verdict_counts or '{}'}")
-            if job.error:
+            if job.error and not failure:
                 self.stderr.write(job.error)
-        if job.status == job.Status.FAILED:
-            raise CommandError(f"ingest failed: {job.error}")
+        if failure:
+            raise CommandError(failure)
 
     def _team(self, slug: str | None) -> Team:
         if slug:
@@ -75,3 +80,15 @@ class Command(BaseCommand):
         if len(teams) != 1:
             raise CommandError("give --team SLUG (there is not exactly one team)")
         return teams[0]
+
+
+def _failure(job: IngestJob) -> str:
+    """Why nothing of the file could be read ("" when something could): the command then exits 1."""
+    if job.status == IngestJob.Status.FAILED:
+        return f"ingest failed: {job.error}"
+    if job.format == UNKNOWN_FORMAT:
+        return job.error or "cannot tell the log format (no data)"
+    if job.lines_read and job.quarantined == job.lines_read:
+        reasons = ", ".join(f"{reason} {n}" for reason, n in sorted(job.quarantined_reasons.items()))
+        return f"every line was quarantined ({reasons})"
+    return ""

@@ -12,7 +12,6 @@ from mcptax.bulk import find_bulk_arguments
 from mcptax.formats import (
     LineOutcome,
     ObservedCall,
-    Tally,
     UnknownFormatError,
     detect_format,
     normalize_agent_family,
@@ -20,6 +19,8 @@ from mcptax.formats import (
     read_calls,
 )
 from mcptax.formats.har import split_sse
+from tests.mcptax.formats.helpers import CALL, RESULT, assert_reconciles, calls_of, outcomes_of
+from tests.mcptax.formats.helpers import env_line as _env
 
 LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 SAMPLES = {
@@ -41,37 +42,6 @@ def units(name: str) -> int:
     if SAMPLES[name] == "har":
         return len(json.loads(data)["log"]["entries"])
     return len(data.splitlines())
-
-
-def calls_of(items) -> list[ObservedCall]:
-    return [i for i in items if isinstance(i, ObservedCall)]
-
-
-def outcomes_of(items) -> dict[int, LineOutcome]:
-    return {i.line_no: i for i in items if isinstance(i, LineOutcome)}
-
-
-def assert_reconciles(items, expected_lines: int) -> None:
-    """Every line exactly once; each call before its lines; every key names an emitted call."""
-    seen_lines: list[int] = []
-    emitted: set[str] = set()
-    for item in items:
-        if isinstance(item, ObservedCall):
-            emitted.add(item.dedupe_key)
-        else:
-            seen_lines.append(item.line_no)
-            assert item.status in ("call", "ignored", "quarantined")
-            assert (item.status == "call") == bool(item.call_keys)
-            assert set(item.call_keys) <= emitted, "a line's outcome came before its call"
-            assert (item.reason is None) == (item.status == "call")
-    assert sorted(seen_lines) == list(range(1, expected_lines + 1))
-    for call in calls_of(items):
-        for line_no in call.line_numbers:
-            assert call.dedupe_key in outcomes_of(items)[line_no].call_keys
-    tally = Tally()
-    for item in items:
-        tally.observe(item)
-    assert tally.complete and tally.read == expected_lines
 
 
 @pytest.mark.parametrize("name", sorted(SAMPLES))
@@ -270,20 +240,6 @@ def test_reingesting_yields_the_same_dedupe_keys() -> None:
         first = [c.dedupe_key for c in calls_of(run(name))]
         assert first == [c.dedupe_key for c in calls_of(run(name))]
         assert len(set(first)) == len(first)
-
-
-def _env(seq: int, direction: str, raw: dict, session: str = "s") -> bytes:
-    record = {"session_id": session, "seq": seq, "ts": f"2025-01-01T00:00:{seq:02d}Z", "direction": direction}
-    return json.dumps({**record, "raw": raw}).encode() + b"\n"
-
-
-CALL = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/call",
-    "params": {"name": "t", "arguments": {"text": "a"}},
-}
-RESULT = {"jsonrpc": "2.0", "id": 1, "result": {"content": []}}
 
 
 def test_a_reused_id_with_the_same_request_is_still_two_calls() -> None:
