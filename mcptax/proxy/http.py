@@ -127,7 +127,8 @@ def _forward_request_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
 
 
 def _header(scope: Scope, wanted: bytes) -> str | None:
-    for name, value in scope.get("headers", []):
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for name, value in headers:
         if name.lower() == wanted:
             return value.decode("latin-1")
     return None
