@@ -59,7 +59,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, TypedDict
 
 # canonical/utf8/sha256_hex are the same definitions the parsers hash with; re-exported here.
-from mcptax.formats.records import canonical, sha256_hex, utf8
+from mcptax.formats.records import canonical as canonical
+from mcptax.formats.records import sha256_hex as sha256_hex
+from mcptax.formats.records import utf8 as utf8
 from mcptax.textdiff import first_diff_offset, similarity
 
 EXACT = "exact"
@@ -252,12 +254,21 @@ def text_hypotheses(text: str, *, from_arrived: bool) -> Iterator[tuple[str, str
     """
     seen = {text}
     newline_changes = _newline_changes(from_arrived)
-    bases: list[tuple[str | None, str]] = [(None, text)]
-    for name, forward, inverse in _EOL_CHANGES:
-        bases.append((name, inverse(text) if from_arrived else forward(text)))
-    for eol_name, base in bases:
-        steps: list[tuple[str | None, str]] = [(None, base)]
-        steps += [(name, candidate) for name, change in newline_changes for candidate in change(base)]
+
+    def newline_steps(base: str) -> list[tuple[str | None, str]]:
+        return [(None, base)] + [
+            (name, candidate) for name, change in newline_changes for candidate in change(base)
+        ]
+
+    eol_changes: list[tuple[str | None, Callable[[str], str]]] = [(None, lambda t: t)]
+    eol_changes += [(name, inverse if from_arrived else forward) for name, forward, inverse in _EOL_CHANGES]
+    for eol_name, eol_change in eol_changes:
+        # A copy changes line endings, then the final newline; undoing it (from the arrived side)
+        # goes the other way round, which matters when the newline removed was half a CRLF.
+        if from_arrived:
+            steps = [(name, eol_change(candidate)) for name, candidate in newline_steps(text)]
+        else:
+            steps = newline_steps(eol_change(text))
         for newline_name, candidate in steps:
             if candidate in seen:
                 continue
