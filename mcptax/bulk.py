@@ -166,7 +166,7 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _digest_arg(pointer: str, digest: dict) -> BulkArg:
+def _digest_arg(pointer: str, digest: dict[str, Any]) -> BulkArg:
     sha = digest.get("sha256")
     ewn = digest.get("ends_with_newline")
     return BulkArg(
@@ -204,7 +204,7 @@ def is_digest(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get(DIGEST_KEY), dict)
 
 
-def find_bulk_arguments(arguments: dict) -> list[BulkArg]:
+def find_bulk_arguments(arguments: dict[str, Any]) -> list[BulkArg]:
     """Every bulk argument in ``arguments``, in document order (see module docstring)."""
     found: list[BulkArg] = []
     if not isinstance(arguments, dict):
@@ -233,7 +233,7 @@ def find_bulk_arguments(arguments: dict) -> list[BulkArg]:
     return found
 
 
-def find_reference(arguments: dict) -> tuple[str, str] | None:
+def find_reference(arguments: dict[str, Any]) -> tuple[str, str] | None:
     """The first reference (``url``, ``uri``, ``path`` ...) among the top-level arguments.
 
     Only non-empty strings count. Keys are compared case-insensitively; the most specific kind of
@@ -249,12 +249,12 @@ def find_reference(arguments: dict) -> tuple[str, str] | None:
     return None
 
 
-def is_reference_call(arguments: dict) -> bool:
+def is_reference_call(arguments: dict[str, Any]) -> bool:
     """docs/definitions.md: a reference and no bulk argument."""
     return find_reference(arguments) is not None and not find_bulk_arguments(arguments)
 
 
-def expected_sha256_of(arguments: dict, meta: dict | None) -> str | None:
+def expected_sha256_of(arguments: dict[str, Any], meta: dict[str, Any] | None) -> str | None:
     """The caller's stated expectation: ``expected_sha256`` or ``sha256`` in the arguments, then in
     ``_meta``; lowercase hex, or None. Values that are not 64 hex digits are not expectations."""
     for source in (arguments, meta):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -96,7 +96,7 @@ class Finding:
 
 
 def analyze(
-    tools: list[dict],
+    tools: list[dict[str, Any]],
     *,
     encoding: str = tokens.DEFAULT_ENCODING,
     team_median_description_tokens: float | None = None,
@@ -149,7 +149,7 @@ def _name_words(name: str) -> tuple[str, ...]:
     return tuple(word.lower() for word in _NAME_WORDS.findall(name))
 
 
-def _properties(tool: dict) -> dict[str, Any]:
+def _properties(tool: dict[str, Any]) -> dict[str, Any]:
     schema = tool.get("inputSchema")
     props = schema.get("properties") if isinstance(schema, dict) else None
     return props if isinstance(props, dict) else {}
@@ -161,7 +161,7 @@ def _join(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _near_duplicates(tools: list[dict], report: tokens.TokenReport) -> Iterator[Finding]:
+def _near_duplicates(tools: list[dict[str, Any]], report: tokens.TokenReport) -> Iterator[Finding]:
     tokens_by_name = {t.name: t.tokens for t in report.tools}
     names = [tool["name"] for tool in tools]
     words = {tool["name"]: _name_words(tool["name"]) for tool in tools}
@@ -247,6 +247,7 @@ def _oversized(
 
 
 def _walk(node: Any, pointer: str) -> Iterator[tuple[str, Any]]:
+    items: Iterable[tuple[Any, Any]]
     if isinstance(node, dict):
         items = node.items()
     elif isinstance(node, list):
@@ -267,7 +268,7 @@ def _is_structured_schema(node: Any) -> bool:
     return bool(kinds & {"object", "array"}) or "properties" in node or "items" in node
 
 
-def _repeated_subschemas(tools: list[dict], enc: Any) -> Iterator[Finding]:
+def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Finding]:
     # Keyed on sorted JSON so a fragment written with its keys in another order still counts.
     occurrences: dict[str, list[tuple[str, str]]] = {}
     first_copy: dict[str, Any] = {}
@@ -375,7 +376,7 @@ def _advises_reference(texts: list[str]) -> bool:
     return False
 
 
-def _bulk_without_reference(tools: list[dict]) -> Iterator[Finding]:
+def _bulk_without_reference(tools: list[dict[str, Any]]) -> Iterator[Finding]:
     for tool in tools:
         props = _properties(tool)
         bulk = [name for name, schema in props.items() if _is_bulk_parameter(name, schema)]
@@ -425,7 +426,7 @@ def _bulk_without_reference(tools: list[dict]) -> Iterator[Finding]:
         )
 
 
-def _large_surface(tools: list[dict], report: tokens.TokenReport) -> Iterator[Finding]:
+def _large_surface(tools: list[dict[str, Any]], report: tokens.TokenReport) -> Iterator[Finding]:
     count = report.tool_count
     total = report.fixed_tax_tokens
     if count <= CORE_TOOL_COUNT + 1:

@@ -42,7 +42,7 @@ def canonical(x: Any) -> str:
     return json.dumps(x, separators=(",", ":"), ensure_ascii=False)
 
 
-def visible_tool(tool: dict) -> dict:
+def visible_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """The part of a tool that reaches the model: name, description, inputSchema, in that order.
 
     Keys the server omitted stay omitted (an absent description is not an empty one).
@@ -71,7 +71,7 @@ def _encoding_constructors() -> dict[str, Callable[[], dict[str, Any]]]:
     global _constructors
     with _cache_lock:
         if _constructors is None:
-            import tiktoken_ext
+            import tiktoken_ext  # type: ignore[import-untyped]  # tiktoken ships no py.typed for its plugin namespace
 
             found: dict[str, Callable[[], dict[str, Any]]] = {}
             for module_info in pkgutil.iter_modules(tiktoken_ext.__path__, "tiktoken_ext."):
@@ -86,13 +86,14 @@ def _load_bounded(tiktoken_name: str) -> tiktoken.Encoding:
     if tiktoken_name not in constructors:
         known = ", ".join(sorted({public_encoding_name(n) for n in constructors}))
         raise EncodingUnavailable(f"unknown encoding {tiktoken_name!r} (known: {known})")
-    outcome: dict[str, Any] = {}
+    loaded: list[tiktoken.Encoding] = []
+    failed: list[BaseException] = []
 
     def load() -> None:
         try:
-            outcome["encoding"] = tiktoken.Encoding(**constructors[tiktoken_name]())
+            loaded.append(tiktoken.Encoding(**constructors[tiktoken_name]()))
         except BaseException as exc:  # noqa: BLE001 - reported to the caller below
-            outcome["error"] = exc
+            failed.append(exc)
 
     # A daemon thread, so a hung download never keeps the interpreter from exiting.
     loader = threading.Thread(target=load, name=f"tiktoken-load-{tiktoken_name}", daemon=True)
@@ -103,14 +104,14 @@ def _load_bounded(tiktoken_name: str) -> tiktoken.Encoding:
             f"encoding {tiktoken_name!r} did not load within {LOAD_TIMEOUT_SECONDS:.0f}s "
             "(no network? set TIKTOKEN_CACHE_DIR to a directory holding its .tiktoken file)"
         )
-    if "error" in outcome:
-        exc = outcome["error"]
+    if failed:
+        exc = failed[0]
         first_line = (str(exc).splitlines() or [""])[0]
         raise EncodingUnavailable(
             f"encoding {tiktoken_name!r} could not be loaded ({type(exc).__name__}: {first_line}); "
             "tiktoken needs network or TIKTOKEN_CACHE_DIR holding a cached copy"
         ) from exc
-    return outcome["encoding"]
+    return loaded[0]
 
 
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
@@ -174,7 +175,7 @@ def count(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> in
     return len(_resolve(encoding).encode_ordinary(text))
 
 
-def snapshot_sha256(raw_tools: list[dict]) -> str:
+def snapshot_sha256(raw_tools: list[dict[str, Any]]) -> str:
     """Snapshot identity: sha256 hex of canonical(raw tools as received), order-sensitive."""
     return hashlib.sha256(canonical(raw_tools).encode("utf-8")).hexdigest()
 
@@ -205,7 +206,7 @@ class TokenReport:
 
 
 def account(
-    tools: list[dict], instructions: str | None = None, encoding: str = DEFAULT_ENCODING
+    tools: list[dict[str, Any]], instructions: str | None = None, encoding: str = DEFAULT_ENCODING
 ) -> TokenReport:
     """Fixed tax of a tool list (all pages, server order) with its per-tool breakdown."""
     enc = get_encoding(encoding)
@@ -239,7 +240,7 @@ def account(
     )
 
 
-def _tools_from(value: Any, where: str) -> list[dict]:
+def _tools_from(value: Any, where: str) -> list[dict[str, Any]]:
     """Tools out of a bare array, a tools/list result, a JSON-RPC response, or a list of pages."""
     if isinstance(value, dict):
         if "result" in value and "tools" not in value:
@@ -251,7 +252,7 @@ def _tools_from(value: Any, where: str) -> list[dict]:
         raise ValueError(f"{where}: expected an array of tools, got {type(value).__name__}")
     # Saved pagination: several tools/list results in order; their tools concatenate.
     if value and all(isinstance(page, dict) and "tools" in page and "name" not in page for page in value):
-        tools: list[dict] = []
+        tools: list[dict[str, Any]] = []
         for index, page in enumerate(value):
             tools.extend(_tools_from(page, f"{where}[{index}]"))
         return tools
@@ -263,7 +264,7 @@ def _tools_from(value: Any, where: str) -> list[dict]:
     return value
 
 
-def load_tools_document(data: Any) -> tuple[list[dict], str | None, dict | None]:
+def load_tools_document(data: Any) -> tuple[list[dict[str, Any]], str | None, dict[str, Any] | None]:
     """Read a tools document (parsed JSON, or its text/bytes) into (tools, instructions, serverInfo).
 
     Accepted shapes (docs/definitions.md): a tools/list result `{"tools": [...]}`, a bare array of tools,
@@ -280,7 +281,7 @@ def load_tools_document(data: Any) -> tuple[list[dict], str | None, dict | None]
             raise ValueError(f"not JSON: {exc}") from exc
 
     instructions: str | None = None
-    server_info: dict | None = None
+    server_info: dict[str, Any] | None = None
     if isinstance(data, dict) and "initialize" in data:
         init = data["initialize"]
         if not isinstance(init, dict):

@@ -56,10 +56,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 # canonical/utf8/sha256_hex are the same definitions the parsers hash with; re-exported here.
-from mcptax.formats.records import canonical, sha256_hex, utf8
+from mcptax.formats.records import canonical as canonical
+from mcptax.formats.records import sha256_hex as sha256_hex
+from mcptax.formats.records import utf8 as utf8
 from mcptax.textdiff import first_diff_offset, similarity
 
 EXACT = "exact"
@@ -106,6 +108,21 @@ SEVERITY: dict[str, str] = {
 
 _TERMINATORS = ("\r\n", "\n")
 
+# A bulk value as it is hashed: a string, or an array hashed as its canonical JSON.
+Content = str | list[Any]
+
+
+class _StringEvidence(TypedDict):
+    arrived_bytes: int
+    expected_bytes: int
+    first_diff_offset: int | None
+
+
+class _ListEvidence(_StringEvidence):
+    expected_elements: int
+    arrived_elements: int
+    first_diff_element: int
+
 
 @dataclass
 class CopyVerdict:
@@ -141,7 +158,7 @@ def severity(verdict: str) -> str:
     return SEVERITY[verdict]
 
 
-def content_bytes(value: str | list) -> bytes:
+def content_bytes(value: Content) -> bytes:
     """The bytes a bulk value is hashed over: UTF-8 for a string, canonical JSON for an array."""
     if isinstance(value, str):
         return utf8(value)
@@ -150,7 +167,7 @@ def content_bytes(value: str | list) -> bytes:
     raise TypeError(f"a bulk value is a str or a list, not {type(value).__name__}")
 
 
-def content_sha256(value: str | list) -> str:
+def content_sha256(value: Content) -> str:
     return sha256_hex(content_bytes(value))
 
 
@@ -237,12 +254,21 @@ def text_hypotheses(text: str, *, from_arrived: bool) -> Iterator[tuple[str, str
     """
     seen = {text}
     newline_changes = _newline_changes(from_arrived)
-    bases: list[tuple[str | None, str]] = [(None, text)]
-    for name, forward, inverse in _EOL_CHANGES:
-        bases.append((name, inverse(text) if from_arrived else forward(text)))
-    for eol_name, base in bases:
-        steps: list[tuple[str | None, str]] = [(None, base)]
-        steps += [(name, candidate) for name, change in newline_changes for candidate in change(base)]
+
+    def newline_steps(base: str) -> list[tuple[str | None, str]]:
+        return [(None, base)] + [
+            (name, candidate) for name, change in newline_changes for candidate in change(base)
+        ]
+
+    eol_changes: list[tuple[str | None, Callable[[str], str]]] = [(None, lambda t: t)]
+    eol_changes += [(name, inverse if from_arrived else forward) for name, forward, inverse in _EOL_CHANGES]
+    for eol_name, eol_change in eol_changes:
+        # A copy changes line endings, then the final newline; undoing it (from the arrived side)
+        # goes the other way round, which matters when the newline removed was half a CRLF.
+        if from_arrived:
+            steps = [(name, eol_change(candidate)) for name, candidate in newline_steps(text)]
+        else:
+            steps = newline_steps(eol_change(text))
         for newline_name, candidate in steps:
             if candidate in seen:
                 continue
@@ -250,7 +276,7 @@ def text_hypotheses(text: str, *, from_arrived: bool) -> Iterator[tuple[str, str
             yield "+".join(part for part in (eol_name, newline_name) if part), candidate
 
 
-def _expected_from_hypotheses(arrived: str | list, expected_sha256: str) -> tuple[str, str] | None:
+def _expected_from_hypotheses(arrived: Content, expected_sha256: str) -> tuple[str, str] | None:
     """``(hypothesis, expected_text)`` when a cheap hypothesis on ``arrived`` hits the hash."""
     if not isinstance(arrived, str):
         return None
@@ -260,7 +286,7 @@ def _expected_from_hypotheses(arrived: str | list, expected_sha256: str) -> tupl
     return None
 
 
-def _element_prefix_count(expected: list, arrived_bytes: int) -> int | None:
+def _element_prefix_count(expected: list[Any], arrived_bytes: int) -> int | None:
     """The k < len(expected) whose canonical ``expected[:k]`` is ``arrived_bytes`` long, if any."""
     # "[" + elements joined by "," + "]" grows strictly with k, so at most one k fits.
     if arrived_bytes == 2:
@@ -274,8 +300,8 @@ def _element_prefix_count(expected: list, arrived_bytes: int) -> int | None:
 
 
 def _arrived_from_hypotheses(
-    expected: str | list, arrived_sha256: str, arrived_bytes: int
-) -> tuple[str, str | list] | None:
+    expected: Content, arrived_sha256: str, arrived_bytes: int
+) -> tuple[str, Content] | None:
     """``(hypothesis, arrived_content)`` when a cheap hypothesis on ``expected`` hits the hash."""
     if isinstance(expected, list):
         count = _element_prefix_count(expected, arrived_bytes)
@@ -305,7 +331,7 @@ def _arrived_from_hypotheses(
 
 
 def _judge_strings(arrived: str, expected: str, arrived_bytes: int, expected_bytes: int) -> CopyVerdict:
-    base = {
+    base: _StringEvidence = {
         "arrived_bytes": arrived_bytes,
         "expected_bytes": expected_bytes,
         "first_diff_offset": first_diff_offset(arrived, expected),
@@ -327,7 +353,9 @@ def _is_subsequence(short: list[str], long: list[str]) -> bool:
     return all(any(item == other for other in remaining) for item in short)
 
 
-def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_bytes: int) -> CopyVerdict:
+def _judge_lists(
+    arrived: list[Any], expected: list[Any], arrived_bytes: int, expected_bytes: int
+) -> CopyVerdict:
     arrived_items = [canonical(item) for item in arrived]
     expected_items = [canonical(item) for item in expected]
     # The offset is into the canonical JSON text, so diff_context can show it like a string.
@@ -336,7 +364,7 @@ def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_byt
         (i for i, (x, y) in enumerate(zip(arrived_items, expected_items, strict=False)) if x != y),
         min(len(arrived_items), len(expected_items)),
     )
-    base = {
+    base: _ListEvidence = {
         "arrived_bytes": arrived_bytes,
         "expected_bytes": expected_bytes,
         "expected_elements": len(expected),
@@ -349,17 +377,17 @@ def _judge_lists(arrived: list, expected: list, arrived_bytes: int, expected_byt
     return CopyVerdict(MUTATED, **base, similarity=round(similarity(arrived_text, expected_text), 6))
 
 
-def _as_text(value: str | list) -> str:
+def _as_text(value: Content) -> str:
     return value if isinstance(value, str) else canonical(value)
 
 
 def judge_copy(
-    arrived: str | list | None,
+    arrived: Content | None,
     *,
     arrived_sha256: str,
     arrived_bytes: int,
     expected_sha256: str | None,
-    expected: str | list | None,
+    expected: Content | None,
     capture_truncated: bool = False,
 ) -> CopyVerdict:
     """The fidelity verdict for one bulk argument (see the module docstring for definitions).
@@ -395,31 +423,29 @@ def judge_copy(
     # that side's content exactly, so the content comparison below still decides the verdict.
     hypothesis: str | None = None
     if expected is None:
-        hit = _expected_from_hypotheses(arrived, expected_sha256) if arrived is not None else None
-        if hit is None:
+        expected_hit = _expected_from_hypotheses(arrived, expected_sha256) if arrived is not None else None
+        if expected_hit is None:
             return CopyVerdict(MISMATCH, arrived_bytes=arrived_bytes)
-        hypothesis, expected = hit
+        hypothesis, expected = expected_hit
         expected_bytes = len(content_bytes(expected))
     elif arrived is None:
-        hit = _arrived_from_hypotheses(expected, arrived_sha256, arrived_bytes)
-        if hit is None:
+        arrived_hit = _arrived_from_hypotheses(expected, arrived_sha256, arrived_bytes)
+        if arrived_hit is None:
             return CopyVerdict(
                 MISMATCH,
                 arrived_bytes=arrived_bytes,
                 expected_bytes=expected_bytes,
                 expected_elements=len(expected) if isinstance(expected, list) else None,
             )
-        hypothesis, arrived = hit
+        hypothesis, arrived = arrived_hit
 
-    assert expected is not None and expected_bytes is not None
+    assert arrived is not None and expected is not None and expected_bytes is not None
     verdict = _compare(arrived, expected, arrived_bytes, expected_bytes)
     verdict.hypothesis = hypothesis
     return verdict
 
 
-def _compare(
-    arrived: str | list, expected: str | list, arrived_bytes: int, expected_bytes: int
-) -> CopyVerdict:
+def _compare(arrived: Content, expected: Content, arrived_bytes: int, expected_bytes: int) -> CopyVerdict:
     if isinstance(arrived, str) and isinstance(expected, str):
         return _judge_strings(arrived, expected, arrived_bytes, expected_bytes)
     if isinstance(arrived, list) and isinstance(expected, list):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from mcptax.formats import claude_code, codex, envelope, har
 from mcptax.formats.assemble import CallAssembler, Output, assemble
@@ -49,7 +50,7 @@ class UnknownFormatError(ValueError):
     """The input matches none of the known log formats."""
 
 
-def _classify(record: dict) -> str | None:
+def _classify(record: dict[str, Any]) -> str | None:
     if "direction" in record and ("session_id" in record or "raw" in record):
         return "envelope"
     kind = record.get("type") if isinstance(record.get("type"), str) else None

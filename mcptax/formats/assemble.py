@@ -61,6 +61,9 @@ from mcptax.formats.records import (
 )
 
 CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
+
+# (session key, connection, direction, canonical JSON-RPC id): what pairs a response with its request.
+PairKey = tuple[str, str, str, str]
 TOOL_USE_ID_META_KEY = "claudecode/toolUseId"
 
 Output = ObservedCall | LineOutcome
@@ -113,11 +116,11 @@ class CallAssembler:
         self._lines: dict[int, _LineState] = {}
         self._done_above_watermark: set[int] = set()
         self.watermark = 0
-        self._calls: dict[tuple, _PendingCall] = {}
-        self._other_requests: dict[tuple, str] = {}
+        self._calls: dict[PairKey, _PendingCall] = {}
+        self._other_requests: dict[PairKey, str] = {}
         self._occurrences: Counter[str] = Counter()
         self._client_info: dict[str, AgentInfo] = {}
-        self._server_info: dict[str, dict] = {}
+        self._server_info: dict[str, dict[str, Any]] = {}
         self._turns: dict[tuple[str, str], _Turn] = {}
         self._open_turn_by_chain: dict[str, _Turn] = {}
         self._seen_frames: set[tuple[str, int]] = set()
@@ -209,7 +212,7 @@ class CallAssembler:
         else:
             self._note(line_no, "meta")
 
-    def _pair_key(self, frame: Frame, direction: str) -> tuple:
+    def _pair_key(self, frame: Frame, direction: str) -> PairKey:
         message = frame.message or {}
         return (frame.session_key, frame.conn_id, direction, canonical(message.get("id")))
 
@@ -383,7 +386,7 @@ class CallAssembler:
             identity = [*base, occurrence]
         return sha256_hex(utf8(canonical(identity)))
 
-    def _agent(self, frame: Frame, meta: dict | None) -> AgentInfo | None:
+    def _agent(self, frame: Frame, meta: dict[str, Any] | None) -> AgentInfo | None:
         if frame.session_key in self._client_info:
             return self._client_info[frame.session_key]
         if meta is not None:

@@ -56,7 +56,7 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
     return server, tool
 
 
-def _result_content(content: Any) -> list:
+def _result_content(content: Any) -> list[Any]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
     if isinstance(content, list):

@@ -67,7 +67,7 @@ def split_tool_name(name: str) -> tuple[str, str] | None:
     return server, tool
 
 
-def _text_blocks(items: list) -> list:
+def _text_blocks(items: list[Any]) -> list[Any]:
     blocks = []
     for item in items:
         if isinstance(item, dict) and item.get("type") in ("input_text", "output_text"):
@@ -79,7 +79,7 @@ def _text_blocks(items: list) -> list:
     return blocks
 
 
-def call_result(output: Any) -> dict:
+def call_result(output: Any) -> dict[str, Any]:
     """A CallToolResult-shaped dict from a ``function_call_output.output`` of any Codex vintage."""
     success = None
     if isinstance(output, dict):
@@ -144,7 +144,7 @@ def _started(ts: str | None, duration_ms: float | None) -> str | None:
     return start.replace("+00:00", "Z") if ts.endswith("Z") else start
 
 
-def _split_record(record: dict) -> tuple[str | None, Any]:
+def _split_record(record: dict[str, Any]) -> tuple[str | None, Any]:
     """(record type, payload) across rollout vintages."""
     kind = record.get("type")
     if isinstance(kind, str) and "payload" in record:

@@ -212,7 +212,7 @@ def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> L
             continue
         frames.append(
             Frame(
-                kind=kind,  # type: ignore[arg-type]
+                kind=kind,
                 session_key=session_key,
                 message=message,
                 direction=direction,

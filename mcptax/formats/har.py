@@ -63,7 +63,7 @@ def parse(
         yield _entry_event(index, entry, max_line_bytes)
 
 
-def _headers(holder: dict) -> dict[str, str]:
+def _headers(holder: dict[str, Any]) -> dict[str, str]:
     headers: dict[str, str] = {}
     raw = holder.get("headers")
     if isinstance(raw, list):
@@ -144,7 +144,7 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
     if not isinstance(entry, dict) or not isinstance(entry.get("request"), dict):
         return quarantined("unknown_shape")
     request = entry["request"]
-    response = entry.get("response") if isinstance(entry.get("response"), dict) else {}
+    response: dict[str, Any] = entry["response"] if isinstance(entry.get("response"), dict) else {}
     request_headers = _headers(request)
     response_headers = _headers(response)
     url = request.get("url") if isinstance(request.get("url"), str) else ""
@@ -162,11 +162,7 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
         or f"url:{parts.netloc}{parts.path}"
     )
     started = str_or_none(entry.get("startedDateTime"))
-    common: dict[str, Any] = {
-        "session_key": session_key,
-        "server_label": f"{parts.netloc}{parts.path}",
-        "transport": "http",
-    }
+    server_label = f"{parts.netloc}{parts.path}"
     frames: list[Frame] = []
     notes: list[str] = [p for p in (request_problem, response_problem) if p]
     # Why the entry is quarantined if nothing usable comes out of it.
@@ -189,11 +185,13 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
                             direction="c2s",
                             ts=started,
                             batch_index=batch_index,
-                            **common,
-                        )  # type: ignore[arg-type]
+                            session_key=session_key,
+                            server_label=server_label,
+                            transport="http",
+                        )
                     )
 
-    content = response.get("content") if isinstance(response.get("content"), dict) else {}
+    content: dict[str, Any] = response["content"] if isinstance(response.get("content"), dict) else {}
     mime = (str_or_none(content.get("mimeType")) or response_headers.get("content-type", "")).lower()
     response_ts = _response_ts(started, entry.get("time"))
     if response_text and response_text.strip():
@@ -218,8 +216,10 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
                             direction="s2c",
                             ts=response_ts,
                             batch_index=batch_index,
-                            **common,
-                        )  # type: ignore[arg-type]
+                            session_key=session_key,
+                            server_label=server_label,
+                            transport="http",
+                        )
                     )
 
     if frames:

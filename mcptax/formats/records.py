@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 # docs/definitions.md's canonical JSON, defined once; re-exported for the parsers and the fidelity engine.
 from mcptax.tokens import canonical as canonical
@@ -24,14 +24,14 @@ DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024
 MAX_JSON_DEPTH = 200
 
 # LineEvent statuses (what the parser saw).
-FRAME = "frame"
-IGNORED = "ignored"
-QUARANTINED = "quarantined"
+FRAME: Final = "frame"
+IGNORED: Final = "ignored"
+QUARANTINED: Final = "quarantined"
 # A line repeating a frame already read (same session and seq): never a second call.
-DUPLICATE = "duplicate"
+DUPLICATE: Final = "duplicate"
 # LineOutcome statuses (what became of the line). CALL lines are the ones the Django layer stores,
 # or counts as duplicate when every call they formed was already stored.
-CALL = "call"
+CALL: Final = "call"
 
 PROXY_FORMATS = frozenset({"envelope", "har"})
 TRANSCRIPT_FORMATS = frozenset({"claude-code", "codex"})
@@ -135,7 +135,7 @@ class Frame:
 
     kind: Literal["request", "response", "notification", "usage", "session"]
     session_key: str
-    message: dict | None = None
+    message: dict[str, Any] | None = None
     direction: str = "c2s"
     conn_id: str = ""
     ts: str | None = None
@@ -193,16 +193,16 @@ class ObservedCall:
     jsonrpc_id: Any
     client_call_id: str | None
     tool: str
-    arguments: dict
+    arguments: dict[str, Any]
     arguments_raw_bytes: int
     arguments_sha256: str
-    meta: dict | None
+    meta: dict[str, Any] | None
     request_ts: str | None
     response_ts: str | None
     duration_ms: float | None
-    result: dict | None
+    result: dict[str, Any] | None
     is_error: bool | None
-    jsonrpc_error: dict | None
+    jsonrpc_error: dict[str, Any] | None
     agent: AgentInfo | None
     output_tokens: int | None
     line_numbers: tuple[int, ...]
@@ -220,7 +220,7 @@ class ObservedCall:
     capture_truncated: bool = False
     truncated_pointers: tuple[str, ...] = ()
     redacted: bool = False
-    server_info: dict | None = None
+    server_info: dict[str, Any] | None = None
     # True when the input ended before any response for this request was seen.
     unanswered: bool = False
 
@@ -277,7 +277,7 @@ def numbered_lines(lines: Iterable[bytes | str]) -> Iterator[RawLine]:
         offset += len(data)
 
 
-def read_json_object(line: RawLine, max_line_bytes: int) -> dict | LineEvent:
+def read_json_object(line: RawLine, max_line_bytes: int) -> dict[str, Any] | LineEvent:
     """The line's JSON object, or the LineEvent that settles a line which is not one.
 
     Shared first step of the JSONL parsers: oversize (quarantined whole, never truncated), blank
@@ -373,7 +373,7 @@ def load_json(data: bytes | str) -> tuple[Any, str | None]:
     return value, None
 
 
-def jsonrpc_kind(message: Any) -> str | None:
+def jsonrpc_kind(message: Any) -> Literal["request", "notification", "response"] | None:
     """``request`` / ``notification`` / ``response`` for a JSON-RPC message, None if it is not one."""
     if not isinstance(message, dict):
         return None

@@ -33,17 +33,18 @@ Send = Callable[[Message], Awaitable[None]]
 
 SESSION_HEADER = "mcp-session-id"
 # Hop-by-hop headers (RFC 9110 §7.6.1) belong to one connection and are never forwarded.
+# Bytes, because ASGI scopes and httpx's raw headers carry names as bytes.
 HOP_BY_HOP = frozenset(
     {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "proxy-connection",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
     }
 )
 # The log keeps at most this much of one non-SSE response body; the client always gets all of it.
@@ -126,8 +127,13 @@ def _forward_request_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
     return headers
 
 
+def _relayed_response_headers(raw: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+    return [(name, value) for name, value in raw if name.lower() not in HOP_BY_HOP]
+
+
 def _header(scope: Scope, wanted: bytes) -> str | None:
-    for name, value in scope.get("headers", []):
+    headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
+    for name, value in headers:
         if name.lower() == wanted:
             return value.decode("latin-1")
     return None
@@ -223,11 +229,7 @@ class LoggingReverseProxy:
                 {
                     "type": "http.response.start",
                     "status": response.status_code,
-                    "headers": [
-                        (name, value)
-                        for name, value in response.headers.raw
-                        if name.lower() not in HOP_BY_HOP
-                    ],
+                    "headers": _relayed_response_headers(response.headers.raw),
                 }
             )
             await self._relay_body(response, session_id, conn_id, send)

@@ -1,10 +1,35 @@
-"""Checks the format tests share: every line accounted for once, calls before their lines."""
+"""What the format tests share: the sample logs under tests/data/logs, reading them, and the check
+that every line is accounted for once with each call before its lines."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
-from mcptax.formats import LineOutcome, ObservedCall, Tally
+from mcptax.formats import LineOutcome, ObservedCall, Tally, read_calls
+
+LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
+SAMPLES = {
+    "envelope.jsonl": "envelope",
+    "envelope_redacted.jsonl": "envelope",
+    "mcp_session.har": "har",
+    "claude_code_session.jsonl": "claude-code",
+    "codex_rollout.jsonl": "codex",
+}
+
+
+def run(name: str, **kwargs: Any) -> list[ObservedCall | LineOutcome]:
+    with open(LOGS / name, "rb") as f:
+        return list(read_calls(f, SAMPLES[name], **kwargs))
+
+
+def units(name: str) -> int:
+    data = (LOGS / name).read_bytes()
+    if SAMPLES[name] == "har":
+        return len(json.loads(data)["log"]["entries"])
+    return len(data.splitlines())
+
 
 # A minimal tools/call and its answer.
 CALL = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,8 +12,8 @@ from hypothesis import strategies as st
 
 from mcptax.bulk import find_bulk_arguments, resolve_pointer
 from mcptax.formats import LineOutcome, ObservedCall, Tally, UnknownFormatError, detect_format, read_calls
+from tests.mcptax.formats.helpers import LOGS
 
-LOGS = Path(__file__).resolve().parents[2] / "data" / "logs"
 JSONL_SAMPLES = {
     "envelope": ["envelope.jsonl", "envelope_redacted.jsonl"],
     "claude-code": ["claude_code_session.jsonl"],
