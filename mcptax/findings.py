@@ -96,7 +96,7 @@ class Finding:
 
 
 def analyze(
-    tools: list[dict],
+    tools: list[dict[str, Any]],
     *,
     encoding: str = tokens.DEFAULT_ENCODING,
     team_median_description_tokens: float | None = None,
@@ -149,7 +149,7 @@ def _name_words(name: str) -> tuple[str, ...]:
     return tuple(word.lower() for word in _NAME_WORDS.findall(name))
 
 
-def _properties(tool: dict) -> dict[str, Any]:
+def _properties(tool: dict[str, Any]) -> dict[str, Any]:
     return jsonschema.properties(tool.get("inputSchema"))
 
 
@@ -159,7 +159,7 @@ def _join(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _near_duplicates(tools: list[dict], report: tokens.TokenReport) -> Iterator[Finding]:
+def _near_duplicates(tools: list[dict[str, Any]], report: tokens.TokenReport) -> Iterator[Finding]:
     tokens_by_name = {t.name: t.tokens for t in report.tools}
     names = [tool["name"] for tool in tools]
     words = {tool["name"]: _name_words(tool["name"]) for tool in tools}
@@ -253,7 +253,7 @@ def _is_structured_schema(node: Any) -> bool:
     )
 
 
-def _repeated_subschemas(tools: list[dict], enc: Any) -> Iterator[Finding]:
+def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Finding]:
     # Keyed on sorted JSON so a fragment written with its keys in another order still counts.
     occurrences: dict[str, list[tuple[str, str]]] = {}
     first_copy: dict[str, Any] = {}
@@ -364,7 +364,7 @@ def _advises_reference(texts: list[str]) -> bool:
     return False
 
 
-def _bulk_without_reference(tools: list[dict]) -> Iterator[Finding]:
+def _bulk_without_reference(tools: list[dict[str, Any]]) -> Iterator[Finding]:
     for tool in tools:
         root = tool.get("inputSchema")
         props = _properties(tool)
@@ -411,7 +411,7 @@ def _bulk_without_reference(tools: list[dict]) -> Iterator[Finding]:
         )
 
 
-def _large_surface(tools: list[dict], report: tokens.TokenReport) -> Iterator[Finding]:
+def _large_surface(tools: list[dict[str, Any]], report: tokens.TokenReport) -> Iterator[Finding]:
     count = report.tool_count
     total = report.fixed_tax_tokens
     if count <= CORE_TOOL_COUNT + 1:
