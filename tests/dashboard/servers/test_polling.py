@@ -6,10 +6,12 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection
+from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Transport
 from dashboard.servers.polling import claim, dispatch_due, poll_server
+from dashboard.servers.signals import snapshot_recorded
 from dashboard.servers.tasks import dispatch_due_polls
 from examples.servers.launch import serve_http, stdio_command
 from examples.servers.misbehaving import QUIRKY_PAGES
@@ -266,3 +268,63 @@ def test_beat_task_through_the_real_worker_polls_each_due_server_once(
     assert PollRun.objects.filter(server=due).count() == 1
     assert not PollRun.objects.filter(server=later).exists()
     assert not McpServer.objects.filter(pk=due.pk, polling_since__isnull=False).exists()
+
+
+def _raise_type_error(*args, **kwargs):
+    # Stands in for a bug in the analysis (the real one: an argument named `type`).
+    raise TypeError("unhashable type: 'dict'")
+
+
+def test_a_findings_bug_never_loses_the_count_and_is_shown(team, monkeypatch, alice_client, caplog):
+    monkeypatch.setattr("mcptax.findings.analyze", _raise_type_error)
+    server = _stdio_server(team, "lean", "lean")
+    summary = poll_server(server.pk)
+    assert summary.outcome == "ok", summary.message
+    snap = Snapshot.objects.get(pk=summary.snapshot_id)
+    assert snap.fixed_tax_tokens == independent_tax(snap.tools_raw)
+    assert snap.tools.count() == snap.tool_count == len(snap.tools_raw)
+    assert snap.findings == []
+    assert [(e["stage"], e["error"]) for e in snap.analysis_errors] == [
+        ("findings", "TypeError: unhashable type: 'dict'")
+    ]
+    assert "Traceback" in caplog.text and "unhashable" in caplog.text
+    server.refresh_from_db()
+    assert (server.last_outcome, server.consecutive_failures, server.current_snapshot_id) == (
+        "ok",
+        0,
+        snap.pk,
+    )
+    html = alice_client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
+    assert "Findings could not be computed" in html and "TypeError: unhashable type: &#x27;dict&#x27;" in html
+
+
+def test_an_alerting_bug_is_recorded_on_the_snapshot(team, monkeypatch, django_capture_on_commit_callbacks):
+    def broken_receiver(sender, snapshot, **kwargs):
+        raise RuntimeError("alert channel exploded")
+
+    snapshot_recorded.connect(broken_receiver, dispatch_uid="test-broken")
+    try:
+        server = _stdio_server(team, "lean", "lean")
+        with django_capture_on_commit_callbacks(execute=True):
+            summary = poll_server(server.pk)
+    finally:
+        snapshot_recorded.disconnect(dispatch_uid="test-broken")
+    assert summary.outcome == "ok"
+    snap = Snapshot.objects.get(pk=summary.snapshot_id)
+    assert snap.fixed_tax_tokens == independent_tax(snap.tools_raw)
+    assert [(e["stage"], e["error"]) for e in snap.analysis_errors] == [
+        ("broken_receiver", "RuntimeError: alert channel exploded")
+    ]
+
+
+def test_a_failure_of_ours_is_not_blamed_on_the_server(team, monkeypatch):
+    def broken_store(*args, **kwargs):
+        raise RuntimeError("database went away")
+
+    monkeypatch.setattr("dashboard.servers.models.ToolsDocument.store", broken_store)
+    server = _stdio_server(team, "lean", "lean")
+    summary = poll_server(server.pk)
+    assert summary.outcome == "internal_error"
+    assert summary.message == "RuntimeError: database went away"
+    server.refresh_from_db()
+    assert server.last_outcome == "internal_error" and server.polling_since is None
