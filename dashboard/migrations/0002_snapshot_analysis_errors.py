@@ -4,25 +4,51 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0001_initial'),
+        ("dashboard", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='snapshot',
-            name='analysis_errors',
-            field=models.JSONField(blank=True, default=list, help_text='[{stage, error}]: analyses (findings, budgets, alerts) that failed after the counts were stored'),
+            model_name="snapshot",
+            name="analysis_errors",
+            field=models.JSONField(
+                blank=True,
+                default=list,
+                help_text="[{stage, error}]: analyses (findings, budgets, alerts) that failed after the counts were stored",
+            ),
         ),
         migrations.AlterField(
-            model_name='mcpserver',
-            name='last_outcome',
-            field=models.CharField(blank=True, choices=[('ok', 'OK'), ('timeout', 'Timed out'), ('refused_too_large', 'Refused: tools/list too large'), ('protocol_error', 'Protocol error'), ('connect_error', 'Connection failed'), ('crashed', 'Crashed'), ('internal_error', 'Failed in the dashboard')], max_length=20),
+            model_name="mcpserver",
+            name="last_outcome",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("ok", "OK"),
+                    ("timeout", "Timed out"),
+                    ("refused_too_large", "Refused: tools/list too large"),
+                    ("protocol_error", "Protocol error"),
+                    ("connect_error", "Connection failed"),
+                    ("crashed", "Crashed"),
+                    ("internal_error", "Failed in the dashboard"),
+                ],
+                max_length=20,
+            ),
         ),
         migrations.AlterField(
-            model_name='pollrun',
-            name='outcome',
-            field=models.CharField(choices=[('ok', 'OK'), ('timeout', 'Timed out'), ('refused_too_large', 'Refused: tools/list too large'), ('protocol_error', 'Protocol error'), ('connect_error', 'Connection failed'), ('crashed', 'Crashed'), ('internal_error', 'Failed in the dashboard')], max_length=20),
+            model_name="pollrun",
+            name="outcome",
+            field=models.CharField(
+                choices=[
+                    ("ok", "OK"),
+                    ("timeout", "Timed out"),
+                    ("refused_too_large", "Refused: tools/list too large"),
+                    ("protocol_error", "Protocol error"),
+                    ("connect_error", "Connection failed"),
+                    ("crashed", "Crashed"),
+                    ("internal_error", "Failed in the dashboard"),
+                ],
+                max_length=20,
+            ),
         ),
     ]
