@@ -435,3 +435,19 @@ def test_any_schema_with_keyword_named_arguments_is_counted_and_analysed(tool_li
     for finding in findings.analyze(tool_list):
         assert finding.kind in findings.KINDS
         assert set(finding.tools) <= {t["name"] for t in tool_list}
+
+
+def test_deep_and_wide_schemas_are_analysed():
+    # 300 levels of objects whose argument is called `type`, and one object with 2,000 arguments.
+    deep: dict = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"type": deep, "content": STRING}}
+    wide = {"type": "object", "properties": {f"arg_{i}": {"type": "integer"} for i in range(2000)}}
+    tool_list = [
+        {"name": "deep", "inputSchema": deep},
+        {"name": "wide", "description": "Many arguments.", "inputSchema": wide},
+    ]
+    found = findings.analyze(tool_list)
+    oversized = {f.tools[0] for f in of_kind(found, findings.OVERSIZED_SCHEMA)}
+    assert oversized == {"deep", "wide"}
+    assert [f.tools for f in of_kind(found, findings.BULK_WITHOUT_REFERENCE)] == [["deep"]]
