@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta
+from io import StringIO
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from django.urls import reverse
 from django.utils import timezone
@@ -298,6 +301,18 @@ def test_a_findings_bug_never_loses_the_count_and_is_shown(team, monkeypatch, al
     )
     html = alice_client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
     assert "Findings could not be computed" in html and "TypeError: unhashable type: &#x27;dict&#x27;" in html
+
+
+def test_the_poll_command_reports_an_analysis_failure_beside_exact_counts(team, monkeypatch):
+    monkeypatch.setattr("mcptax.findings.analyze", _raise_type_error)
+    _stdio_server(team, "lean", "lean")
+    out, err = StringIO(), StringIO()
+    call_command("poll", "lean", "--json", stdout=out, stderr=err)
+    result = json.loads(out.getvalue())
+    assert result["outcome"] == "ok"
+    assert result["fixed_tax_tokens"] == independent_tax(Snapshot.objects.get(server__name="lean").tools_raw)
+    assert result["analysis_errors"] == [{"stage": "findings", "error": "TypeError: unhashable type: 'dict'"}]
+    assert "lean: findings failed: TypeError: unhashable type: 'dict'" in err.getvalue()
 
 
 def test_an_alerting_bug_is_recorded_on_the_snapshot(team, monkeypatch, django_capture_on_commit_callbacks):
