@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mcptax import tokens
+from mcptax import jsonschema, tokens
 from mcptax.bulk import CONTENT_KEYS
 
 NEAR_DUPLICATE_TOOLS = "near_duplicate_tools"
@@ -150,9 +150,7 @@ def _name_words(name: str) -> tuple[str, ...]:
 
 
 def _properties(tool: dict[str, Any]) -> dict[str, Any]:
-    schema = tool.get("inputSchema")
-    props = schema.get("properties") if isinstance(schema, dict) else None
-    return props if isinstance(props, dict) else {}
+    return jsonschema.properties(tool.get("inputSchema"))
 
 
 def _join(names: list[str]) -> str:
@@ -246,26 +244,13 @@ def _oversized(
         )
 
 
-def _walk(node: Any, pointer: str) -> Iterator[tuple[str, Any]]:
-    items: Iterable[tuple[Any, Any]]
-    if isinstance(node, dict):
-        items = node.items()
-    elif isinstance(node, list):
-        items = enumerate(node)
-    else:
-        return
-    for key, child in items:
-        child_pointer = f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}"
-        yield child_pointer, child
-        yield from _walk(child, child_pointer)
-
-
 def _is_structured_schema(node: Any) -> bool:
+    """An object or array schema: a fragment big enough to be worth a $defs entry when repeated."""
     if not isinstance(node, dict):
         return False
-    kind = node.get("type")
-    kinds = set(kind) if isinstance(kind, list) else {kind}
-    return bool(kinds & {"object", "array"}) or "properties" in node or "items" in node
+    return (
+        bool(jsonschema.schema_types(node) & {"object", "array"}) or "properties" in node or "items" in node
+    )
 
 
 def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Finding]:
@@ -276,8 +261,9 @@ def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Find
         schema = tool.get("inputSchema")
         if not isinstance(schema, dict):
             continue
-        for pointer, node in _walk(schema, ""):
-            if not _is_structured_schema(node):
+        # Nested schemas only (the whole inputSchema is the tool, counted by the size rules).
+        for pointer, node in jsonschema.subschemas(schema):
+            if not pointer or not _is_structured_schema(node):
                 continue
             key = json.dumps(node, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
             occurrences.setdefault(key, []).append((tool["name"], pointer))
@@ -318,15 +304,6 @@ def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Find
         )
 
 
-def _schema_types(schema: Any) -> set[str]:
-    if not isinstance(schema, dict):
-        return set()
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        return {k for k in kind if isinstance(k, str)}
-    return {kind} if isinstance(kind, str) else set()
-
-
 def _is_reference_name(name: str) -> bool:
     words = _name_words(name)
     return name.lower() in REFERENCE_NAMES or bool(words and words[-1] in REFERENCE_SUFFIXES)
@@ -337,34 +314,45 @@ def _is_content_name(name: str) -> bool:
     return name.lower() in CONTENT_NAMES or (len(words) > 1 and words[-1] in CONTENT_SUFFIXES)
 
 
-def _is_bulk_parameter(name: str, schema: Any) -> bool:
-    types = _schema_types(schema)
-    if "array" in types:
-        items = schema.get("items")
-        item_props = items.get("properties") if isinstance(items, dict) else None
+# `files: {items: {$ref: "#"}}` must not send the nested-content check round a loop.
+MAX_NESTED_ARRAY_DEPTH = 8
+
+
+def _is_bulk_parameter(name: str, schema: Any, root: Any, depth: int = 0) -> bool:
+    """Whether the argument `name` carries pasted content. `schema` is its subschema in `root` (the
+    tool's inputSchema); `$ref` and `allOf`/`anyOf`/`oneOf` alternatives are looked through, so a
+    nullable `content` (anyOf string|null) is still text."""
+    alternatives = jsonschema.branches(root, schema)
+    types = jsonschema.effective_types(root, schema)
+    item_schemas = [item for node in alternatives for item in jsonschema.branches(root, node.get("items"))]
+    if "array" in types and depth < MAX_NESTED_ARRAY_DEPTH:
         # files: [{path, content}] carries pasted content whatever the array is called.
-        if isinstance(item_props, dict) and any(
-            _is_bulk_parameter(key, value) for key, value in item_props.items()
-        ):
-            return True
+        for item in item_schemas:
+            if any(
+                _is_bulk_parameter(key, value, root, depth + 1)
+                for key, value in jsonschema.properties(item).items()
+            ):
+                return True
     if _is_reference_name(name):
         return False
     if "array" in types:
-        max_items = schema.get("maxItems")
-        if isinstance(max_items, int) and max_items < BULK_ARRAY_MIN_ITEMS:
+        caps = [n["maxItems"] for n in alternatives if isinstance(n.get("maxItems"), int)]
+        if caps and max(caps) < BULK_ARRAY_MIN_ITEMS:
             return False
-        item_types = _schema_types(schema.get("items"))
+        # `items` as a list (old drafts' tuple form) says nothing about item length: not short.
+        item_types = {t for item in item_schemas for t in jsonschema.schema_types(item)}
         short_items = bool(item_types) and item_types <= {"string", "boolean"}
         return not short_items or name.lower() in CONTENT_ARRAY_NAMES or _is_content_name(name)
     # A content-named parameter without a declared type is still taken as text.
     if not _is_content_name(name) or (types and "string" not in types):
         return False
-    if name.lower() in AMBIGUOUS_CONTENT_NAMES and isinstance(schema, dict):
-        description = schema.get("description")
-        if schema.get("format") in ("uri", "uri-reference", "iri") or (
-            isinstance(description, str) and _LOCATOR_DESCRIPTION.search(description)
-        ):
-            return False
+    if name.lower() in AMBIGUOUS_CONTENT_NAMES:
+        for node in alternatives:
+            description = node.get("description")
+            if node.get("format") in ("uri", "uri-reference", "iri") or (
+                isinstance(description, str) and _LOCATOR_DESCRIPTION.search(description)
+            ):
+                return False
     return True
 
 
@@ -378,15 +366,12 @@ def _advises_reference(texts: list[str]) -> bool:
 
 def _bulk_without_reference(tools: list[dict[str, Any]]) -> Iterator[Finding]:
     for tool in tools:
+        root = tool.get("inputSchema")
         props = _properties(tool)
-        bulk = [name for name, schema in props.items() if _is_bulk_parameter(name, schema)]
+        bulk = [name for name, schema in props.items() if _is_bulk_parameter(name, schema, root)]
         if not bulk:
             continue
-        schema = tool["inputSchema"]
-        raw_required = schema.get("required")
-        required = (
-            {r for r in raw_required if isinstance(r, str)} if isinstance(raw_required, list) else set()
-        )
+        required = jsonschema.required(root)
         references = [name for name in props if _is_reference_name(name)]
         # A reference is an alternative only if the content may be left out; write_file(path,
         # content) with both required names a destination, not a source.
@@ -395,8 +380,8 @@ def _bulk_without_reference(tools: list[dict[str, Any]]) -> Iterator[Finding]:
         content_optional = any(name not in required for name in bulk)
         has_reference = bool(references) and content_optional
         has_expected_hash = any(name.lower() in EXPECTED_HASH_NAMES for name in props)
-        texts = [tool.get("description") or ""] + [
-            (props[name].get("description") or "") if isinstance(props[name], dict) else "" for name in bulk
+        texts = [tool.get("description")] + [
+            node.get("description") for name in bulk for node in jsonschema.branches(root, props[name])
         ]
         advises = _advises_reference([t for t in texts if isinstance(t, str)])
 

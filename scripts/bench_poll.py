@@ -9,7 +9,9 @@ Run against PostgreSQL (SQLite serializes writers and would measure its lock ins
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcptax_bench .venv/bin/python scripts/bench_poll.py
 
 Options: --servers N (200), --processes P (20 example server processes behind the N
-registrations), --concurrency C (settings.POLL_CONCURRENCY).
+registrations), --concurrency C (settings.POLL_CONCURRENCY), --corpus (the processes are replay
+servers of the real-server captures in tests/data/servers/ instead of the two example servers;
+P defaults to one per capture).
 """
 
 from __future__ import annotations
@@ -31,9 +33,12 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=200)
-    parser.add_argument("--processes", type=int, default=20)
+    parser.add_argument("--processes", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=None)
+    parser.add_argument("--corpus", action="store_true", help="replay the real-server captures")
     args = parser.parse_args()
+    captures = sorted((ROOT / "tests" / "data" / "servers").glob("*.json")) if args.corpus else []
+    args.processes = args.processes or (len(captures) if args.corpus else 20)
 
     _ensure_database(os.environ.get("DATABASE_URL", ""))
     import django
@@ -55,14 +60,19 @@ def main() -> None:
     team, _ = Team.objects.get_or_create(slug="bench-poll", defaults={"name": "bench-poll"})
     McpServer.objects.filter(team=team).delete()
 
+    what = f"replay servers of {len(captures)} real-server captures" if args.corpus else "example servers"
     print(
         f"database: {connection.vendor}; servers: {args.servers} registrations over {args.processes} "
-        f"example server processes; concurrency: {concurrency}"
+        f"processes ({what}); concurrency: {concurrency}"
     )
+
+    def launch(i: int) -> contextlib.AbstractContextManager[str]:
+        if captures:
+            return serve_http("replay", str(captures[i % len(captures)]))
+        return serve_http("lean" if i % 2 else "sprawling")
+
     with contextlib.ExitStack() as stack:
-        urls = [
-            stack.enter_context(serve_http("lean" if i % 2 else "sprawling")) for i in range(args.processes)
-        ]
+        urls = [stack.enter_context(launch(i)) for i in range(args.processes)]
         servers = [
             McpServer.objects.create(
                 team=team, name=f"bench-{i:03d}", transport=Transport.HTTP, url=f"{urls[i % len(urls)]}?n={i}"
@@ -92,10 +102,18 @@ def main() -> None:
 
         cycle("cycle 1 (all new)")
         cycle("cycle 2 (all unchanged)")
-        print(f"snapshots stored: {Snapshot.objects.filter(server__team=team).count()}")
+        snapshots = Snapshot.objects.filter(server__team=team)
+        print(f"snapshots stored: {snapshots.count()}")
+        if captures:
+            taxes = sorted(snapshots.values_list("fixed_tax_tokens", flat=True))
+            print(
+                f"fixed tax per server: min {taxes[0]:,}  median {taxes[len(taxes) // 2]:,}  "
+                f"max {taxes[-1]:,} tokens"
+            )
 
-        # The bookkeeping alone, without the network: unchanged (hash) vs changed (tokenize + rows).
-        server = servers[0]
+        # The bookkeeping alone, without the network: unchanged (hash) vs changed (tokenize + rows),
+        # on the largest list served.
+        server = McpServer.objects.filter(team=team).order_by("-current_snapshot__fixed_tax_tokens", "pk")[0]
         result = fetch_tools_sync(
             target_for(server), connect_timeout=10, total_timeout=30, max_bytes=settings.POLL_MAX_BYTES
         )

@@ -29,7 +29,13 @@ class CheckIn(Schema):
 
 class CheckOut(Schema):
     server: str
-    verdict: str = Field(..., description="pass | warn | fail")
+    verdict: str = Field(
+        ..., description="pass | warn | fail; error when the budgets themselves could not be judged"
+    )
+    status: str = Field(
+        ..., description="ok, or error when part of the analysis failed (a bug of ours): see errors"
+    )
+    errors: list[str] = Field(..., description="Each failed analysis as 'part: reason'.")
     encoding: str
     version: str | None
     git_ref: str | None

@@ -8,6 +8,7 @@ byte-identical report and the comment need not be re-posted.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -17,7 +18,12 @@ from dashboard.servers.models import McpServer, Snapshot
 from mcptax import findings, tokens
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
+# Not a verdict on the candidate: the budgets themselves could not be judged (a bug of ours).
+ERROR = "error"
+STATUS_OK, STATUS_ERROR = "ok", "error"
 MAX_FINDINGS_IN_REPORT = 15
+
+log = logging.getLogger(__name__)
 
 
 def marker(server_name: str) -> str:
@@ -57,6 +63,9 @@ class CheckResult:
     tools: list[ToolDelta] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     report: str = ""
+    # "error" when part of the analysis failed; `errors` says which part and why.
+    status: str = STATUS_OK
+    errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,28 +100,8 @@ def _tool_changes(
     return changes
 
 
-def run_check(
-    server: McpServer,
-    tools_document: Any,
-    *,
-    instructions: str | None = None,
-    version: str | None = None,
-    git_ref: str | None = None,
-) -> CheckResult:
-    """Judge a candidate. `tools_document` is anything `tokens.load_tools_document` accepts.
-
-    Raises ValueError for a malformed document.
-    """
-    raw_tools, doc_instructions, server_info = tokens.load_tools_document(tools_document)
-    if instructions is None:
-        instructions = doc_instructions
-    if version is None and server_info:
-        version = server_info.get("version")
-    baseline = server.current_snapshot
-    encoding = baseline.encoding if baseline else tokens.DEFAULT_ENCODING
-    report = tokens.account(raw_tools, instructions, encoding=encoding)
-    found = findings.analyze(raw_tools, encoding=encoding)
-
+def _rules(server: McpServer, report: tokens.TokenReport, baseline: Snapshot | None) -> list[RuleOutcome]:
+    """The server's and its stacks' budgets applied to the candidate's figures."""
     largest = max(report.tools, key=lambda t: t.tokens, default=None)
     figures = budgets.Figures(
         fixed_tax_tokens=report.fixed_tax_tokens,
@@ -155,9 +144,48 @@ def run_check(
                 r.breached,
             )
         )
+    return rules
 
-    breached_levels = {r.level for r in rules if r.breached}
-    verdict = FAIL if Level.ERROR in breached_levels else WARN if breached_levels else PASS
+
+def run_check(
+    server: McpServer,
+    tools_document: Any,
+    *,
+    instructions: str | None = None,
+    version: str | None = None,
+    git_ref: str | None = None,
+) -> CheckResult:
+    """Judge a candidate. `tools_document` is anything `tokens.load_tools_document` accepts.
+
+    Raises ValueError for a malformed document.
+    """
+    raw_tools, doc_instructions, server_info = tokens.load_tools_document(tools_document)
+    if instructions is None:
+        instructions = doc_instructions
+    if version is None and server_info:
+        version = server_info.get("version")
+    baseline = server.current_snapshot
+    encoding = baseline.encoding if baseline else tokens.DEFAULT_ENCODING
+    report = tokens.account(raw_tools, instructions, encoding=encoding)
+    errors: list[str] = []
+    # The figures above are exact; what follows is analysis, each part isolated so that a bug in
+    # one is reported as an error of ours and never read as the candidate's verdict.
+    try:
+        found = [f.to_dict() for f in findings.analyze(raw_tools, encoding=encoding)]
+    except Exception as exc:
+        log.exception("gate findings for %s failed", server.name)
+        found = []
+        errors.append(f"findings: {type(exc).__name__}: {exc}")
+    try:
+        rules = _rules(server, report, baseline)
+    except Exception as exc:
+        log.exception("gate budgets for %s failed", server.name)
+        rules = []
+        errors.append(f"budgets: {type(exc).__name__}: {exc}")
+        verdict = ERROR
+    else:
+        breached_levels = {r.level for r in rules if r.breached}
+        verdict = FAIL if Level.ERROR in breached_levels else WARN if breached_levels else PASS
     totals = {
         "tool_count": report.tool_count,
         "fixed_tax_tokens": report.fixed_tax_tokens,
@@ -180,7 +208,9 @@ def run_check(
         totals=totals,
         rules=rules,
         tools=_tool_changes(report, raw_tools, baseline),
-        findings=[f.to_dict() for f in found],
+        findings=found,
+        status=STATUS_ERROR if errors else STATUS_OK,
+        errors=errors,
     )
     result.report = render_report(result)
     return result
@@ -203,7 +233,7 @@ def _escape(text: str) -> str:
 def render_report(result: CheckResult) -> str:
     """Deterministic Markdown: same input and stored state, same bytes."""
     t = result.totals
-    icon = {PASS: "✅", WARN: "⚠️", FAIL: "❌"}[result.verdict]
+    icon = {PASS: "✅", WARN: "⚠️", FAIL: "❌", ERROR: "⛔"}[result.verdict]
     lines = [marker(result.server), f"### {icon} MCP tool tax: `{result.server}` — **{result.verdict}**", ""]
     candidate = " · ".join(
         part
@@ -215,6 +245,10 @@ def render_report(result: CheckResult) -> str:
         if part
     )
     lines += [f"Candidate: {candidate}", ""]
+    if result.errors:
+        lines += ["#### Analysis errors (ours, not the candidate's)", ""]
+        lines += [f"- {_escape(e.replace(': ', ' could not be computed: ', 1))}" for e in result.errors]
+        lines.append("")
     if t["baseline_fixed_tax_tokens"] is None:
         lines += ["No snapshot of this server yet: nothing to compare with.", ""]
     lines += ["| | baseline | candidate | change |", "| --- | ---: | ---: | ---: |"]

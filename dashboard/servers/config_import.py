@@ -1,156 +1,118 @@
-"""Import servers from an MCP client's config file, and make the file a stack.
+"""Import the servers of an MCP client's config file as stacks.
 
-Understands the `mcpServers` object of Claude Desktop, Claude Code (`.mcp.json`) and Cursor, and
-VS Code's `servers` object (top level in `.vscode/mcp.json`, or under `mcp` in settings.json).
-`${...}` placeholders are kept as written and reported: resolving them would copy a developer's
-secrets into the dashboard.
+Reading the file is `mcptax.clientconfig`'s job (every client's shape, JSONC, TOML); this module
+turns each of its stacks into a `Stack` of `McpServer`s. The file's main list becomes the stack
+named by the caller (the file name by default); Claude Code's per-project lists become stacks
+named after their project paths. `${...}` placeholders are kept as written and listed on the
+stack: resolving them would copy a developer's secrets into the dashboard. A server the file marks
+disabled is imported switched off, so it is never polled.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
-from dashboard.servers.models import McpServer, Stack, Transport
+from dashboard.servers.models import McpServer, Stack
 from dashboard.teams.models import Team
+from mcptax.clientconfig import ConfigError, ServerSpec, StackSpec, parse_config_text
 
-PLACEHOLDER = re.compile(r"\$\{[^}]+\}")
+__all__ = ["ConfigError", "StackImport", "import_config_text"]
 
-
-class ConfigImportError(ValueError):
-    pass
-
-
-@dataclass
-class ServerSpec:
-    name: str
-    transport: str
-    command: str = ""
-    args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    cwd: str = ""
-    url: str = ""
-    headers: dict[str, str] = field(default_factory=dict)
-    placeholders: list[str] = field(default_factory=list)
-
-
-def _servers_object(data: Any) -> dict[str, Any]:
-    if not isinstance(data, dict):
-        raise ConfigImportError("expected a JSON object with an 'mcpServers' or 'servers' key")
-    for key in ("mcpServers", "servers"):
-        if isinstance(data.get(key), dict):
-            return dict(data[key])
-    if isinstance(data.get("mcp"), dict) and isinstance(data["mcp"].get("servers"), dict):
-        return dict(data["mcp"]["servers"])
-    raise ConfigImportError("no 'mcpServers' (Claude, Cursor) or 'servers' (VS Code) object found")
-
-
-def _placeholders(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return PLACEHOLDER.findall(value)
-    if isinstance(value, list):
-        return [p for v in value for p in _placeholders(v)]
-    if isinstance(value, dict):
-        return [p for v in value.values() for p in _placeholders(v)]
-    return []
-
-
-def parse_client_config(data: Any) -> list[ServerSpec]:
-    specs = []
-    for name, entry in _servers_object(data).items():
-        if not isinstance(entry, dict):
-            raise ConfigImportError(f"server {name!r}: expected an object")
-        kind = str(entry.get("type") or entry.get("transport") or "").lower()
-        url = entry.get("url") or entry.get("serverUrl") or ""
-        if entry.get("command"):
-            transport = Transport.STDIO
-        elif url:
-            transport = Transport.SSE if kind == "sse" else Transport.HTTP
-        else:
-            raise ConfigImportError(f"server {name!r}: needs a 'command' (stdio) or a 'url' (HTTP/SSE)")
-        args = entry.get("args") or []
-        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-            raise ConfigImportError(f"server {name!r}: 'args' must be a list of strings")
-        env = {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
-        headers = {str(k): str(v) for k, v in (entry.get("headers") or {}).items()}
-        spec = ServerSpec(
-            name=str(name)[:100],
-            transport=transport,
-            command=str(entry.get("command") or ""),
-            args=args,
-            env=env,
-            cwd=str(entry.get("cwd") or ""),
-            url=str(url),
-            headers=headers,
-        )
-        spec.placeholders = sorted(
-            set(_placeholders([spec.command, spec.args, spec.env, spec.url, spec.headers]))
-        )
-        specs.append(spec)
-    return specs
+NAME_MAX = 100
 
 
 @dataclass
-class ImportResult:
+class StackImport:
     stack: Stack
-    created: list[str]
-    updated: list[str]
-    skipped: list[str]
-    placeholders: dict[str, list[str]]
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    placeholders: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "stack": self.stack.name,
+            "created": self.created,
+            "updated": self.updated,
+            "skipped": self.skipped,
+            "disabled": self.disabled,
+            "unresolved_placeholders": self.placeholders,
+        }
 
 
-def import_client_config(
+def import_config_text(
     team: Team,
-    data: Any,
+    text: str,
     *,
-    stack_name: str,
+    filename: str,
+    stack_name: str = "",
     source: str = "",
     user: User | AnonymousUser | None = None,
     allow_stdio: bool = True,
-) -> ImportResult:
-    """Create or update the file's servers in `team` and a stack holding them.
+) -> list[StackImport]:
+    """Create or update the file's servers in `team`, one stack per list in the file.
 
+    Raises ConfigError (naming the shapes understood) for a file that is no client config.
     `allow_stdio=False` (a non-admin importing) skips stdio servers, since those run a command on
     the worker.
     """
-    specs = parse_client_config(data)
-    created, updated, skipped, placeholders = [], [], [], {}
+    specs = parse_config_text(text, filename)
+    owner = user if isinstance(user, User) else None
     with transaction.atomic():
-        stack, _ = Stack.objects.get_or_create(team=team, name=stack_name[:100], defaults={"source": source})
-        members = []
-        for spec in specs:
-            if spec.transport == Transport.STDIO and not allow_stdio:
-                skipped.append(spec.name)
-                continue
-            fields = {
-                "transport": spec.transport,
-                "command": spec.command,
-                "args": spec.args,
-                "env": spec.env,
-                "cwd": spec.cwd,
-                "url": spec.url,
-                "headers": spec.headers,
-            }
-            server = McpServer.objects.filter(team=team, name=spec.name).first()
-            if server is None:
-                server = McpServer.objects.create(
-                    team=team, name=spec.name, owner=user if isinstance(user, User) else None, **fields
-                )
-                created.append(spec.name)
-            else:
-                for key, value in fields.items():
-                    setattr(server, key, value)
-                server.save()
-                updated.append(spec.name)
-            if spec.placeholders:
-                placeholders[spec.name] = spec.placeholders
-            members.append(server)
-        stack.servers.set(members)
-        stack.source = source or stack.source
-        stack.unresolved_placeholders = [f"{n}: {p}" for n, ps in placeholders.items() for p in ps]
-        stack.save()
-    return ImportResult(stack, created, updated, skipped, placeholders)
+        return [
+            _import_stack(
+                team, spec, spec.name(stack_name or filename), source or filename, owner, allow_stdio
+            )
+            for spec in specs
+        ]
+
+
+def _import_stack(
+    team: Team, spec: StackSpec, name: str, source: str, owner: User | None, allow_stdio: bool
+) -> StackImport:
+    # Long project paths keep their end, which tells projects apart.
+    stack, _ = Stack.objects.get_or_create(team=team, name=name[-NAME_MAX:], defaults={"source": source})
+    result = StackImport(stack)
+    members = []
+    for server_spec in spec.servers:
+        if server_spec.transport == "stdio" and not allow_stdio:
+            result.skipped.append(server_spec.name)
+            continue
+        server, created = _upsert(team, server_spec, owner)
+        (result.created if created else result.updated).append(server.name)
+        if server_spec.disabled:
+            result.disabled.append(server.name)
+        if server_spec.placeholders:
+            result.placeholders[server.name] = server_spec.placeholders
+        members.append(server)
+    stack.servers.set(members)
+    stack.source = source or stack.source
+    stack.unresolved_placeholders = [f"{n}: {p}" for n, found in result.placeholders.items() for p in found]
+    stack.save()
+    return result
+
+
+def _upsert(team: Team, spec: ServerSpec, owner: User | None) -> tuple[McpServer, bool]:
+    fields = {
+        "transport": spec.transport,
+        "command": spec.command,
+        "args": spec.args,
+        "env": spec.env,
+        "cwd": spec.cwd,
+        "url": spec.url,
+        "headers": spec.headers,
+        # The file says whether the client runs it: a re-import follows the file.
+        "enabled": not spec.disabled,
+    }
+    name = spec.name[:NAME_MAX]
+    server = McpServer.objects.filter(team=team, name=name).first()
+    if server is None:
+        return McpServer.objects.create(team=team, name=name, owner=owner, **fields), True
+    for key, value in fields.items():
+        setattr(server, key, value)
+    server.save()
+    return server, False

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 from typing import Any
 
@@ -114,7 +113,9 @@ class ServerForm(forms.ModelForm[McpServer]):
 class ImportConfigForm(forms.Form):
     stack_name = forms.CharField(max_length=100, help_text="e.g. the agent that loads these servers")
     config_file = forms.FileField(
-        required=False, help_text="claude_desktop_config.json, .mcp.json, mcp.json …"
+        required=False,
+        help_text="claude_desktop_config.json, .mcp.json, ~/.claude.json, .vscode/mcp.json, "
+        "mcp_config.json, settings.json (Gemini CLI, Zed), ~/.codex/config.toml …",
     )
     config_text = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 8}), label="…or paste it"
@@ -135,8 +136,13 @@ class ImportConfigForm(forms.Form):
         if not raw.strip():
             raise forms.ValidationError("Upload a config file or paste its JSON.")
         try:
-            data["parsed"] = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise forms.ValidationError(f"Not valid JSON: {exc}") from None
+            data["text"] = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise forms.ValidationError(f"Not UTF-8 text: {exc}") from None
+        # The file name tells JSON(C) from TOML; pasted Codex tables are TOML too.
+        if upload is not None:
+            data["filename"] = upload.name
+        else:
+            data["filename"] = "pasted.toml" if "[mcp_servers" in data["text"] else "pasted.json"
         data["source"] = upload.name if upload is not None else "pasted"
         return data

@@ -30,9 +30,16 @@ class PollOutcome(models.TextChoices):
     PROTOCOL_ERROR = "protocol_error", "Protocol error"
     CONNECT_ERROR = "connect_error", "Connection failed"
     CRASHED = "crashed", "Crashed"
+    # A failure on our side (the database, a bug) while storing the result: never the server's fault.
+    INTERNAL_ERROR = "internal_error", "Failed in the dashboard"
 
 
-TRANSIENT_OUTCOMES = {PollOutcome.TIMEOUT, PollOutcome.CONNECT_ERROR, PollOutcome.CRASHED}
+TRANSIENT_OUTCOMES = {
+    PollOutcome.TIMEOUT,
+    PollOutcome.CONNECT_ERROR,
+    PollOutcome.CRASHED,
+    PollOutcome.INTERNAL_ERROR,
+}
 
 
 class McpServerQuerySet(models.QuerySet["McpServer"]):
@@ -208,6 +215,11 @@ class Snapshot(models.Model):
     prompts_count = models.IntegerField(null=True, blank=True)
     resources_count = models.IntegerField(null=True, blank=True)
     findings = models.JSONField(default=list, blank=True)
+    analysis_errors = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="[{stage, error}]: analyses (findings, budgets, alerts) that failed after the counts were stored",
+    )
     # Filled by threshold evaluation: {measure: {"limit": x, "level": "warning", "value": v, "breached": b}}.
     limits = models.JSONField(default=dict, blank=True)
 

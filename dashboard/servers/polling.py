@@ -93,8 +93,9 @@ def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
     except PollError as exc:
         outcome, message = exc.outcome, exc.message
     except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
-        log.exception("poll of %s crashed", server.name)
-        outcome, message = PollOutcome.CRASHED, f"{type(exc).__name__}: {exc}"
+        # Ours, not the server's: `crashed` is kept for a server process that died.
+        log.exception("poll of %s failed in the dashboard", server.name)
+        outcome, message = PollOutcome.INTERNAL_ERROR, _describe(exc)
     duration_ms = int((time.monotonic() - t0) * 1000)
     run = PollRun.objects.create(
         server=server,
@@ -166,11 +167,6 @@ def record_snapshot(
             "fixed_tax_tokens": extra.fixed_tax_tokens,
             "instructions_tokens": extra.instructions_tokens,
         }
-    found = findings_mod.analyze(
-        result.tools,
-        encoding=encoding,
-        **_team_medians(server),
-    )
     with transaction.atomic():
         document = ToolsDocument.store(sha, result.tools)
         snapshot = Snapshot.objects.create(
@@ -202,7 +198,6 @@ def record_snapshot(
             },
             prompts_count=result.prompts_count,
             resources_count=result.resources_count,
-            findings=[f.to_dict() for f in found],
         )
         SnapshotTool.objects.bulk_create(
             SnapshotTool(
@@ -218,7 +213,26 @@ def record_snapshot(
         )
         McpServer.objects.filter(pk=server.pk).update(current_snapshot=snapshot)
         server.current_snapshot = snapshot
+    # The counts are stored: from here on a failure costs the findings, never the snapshot.
+    try:
+        found = findings_mod.analyze(result.tools, encoding=encoding, **_team_medians(server))
+    except Exception as exc:
+        log.exception("findings of snapshot %s (server %s) failed", snapshot.pk, server.name)
+        record_analysis_error(snapshot, "findings", exc)
+    else:
+        snapshot.findings = [f.to_dict() for f in found]
+        Snapshot.objects.filter(pk=snapshot.pk).update(findings=snapshot.findings)
     return snapshot, True
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def record_analysis_error(snapshot: Snapshot, stage: str, exc: BaseException) -> None:
+    """Note on the snapshot that one analysis of it failed (the caller has logged the traceback)."""
+    snapshot.analysis_errors = [*snapshot.analysis_errors, {"stage": stage, "error": _describe(exc)[:2000]}]
+    Snapshot.objects.filter(pk=snapshot.pk).update(analysis_errors=snapshot.analysis_errors)
 
 
 def _team_medians(server: McpServer) -> dict[str, Any]:
@@ -237,8 +251,16 @@ def _team_medians(server: McpServer) -> dict[str, Any]:
 
 
 def _after_new_snapshot(snapshot: Snapshot) -> None:
-    """Tell listeners (threshold evaluation, alerts) after the snapshot is committed."""
-    transaction.on_commit(lambda: snapshot_recorded.send(sender=Snapshot, snapshot=snapshot))
+    """Tell listeners (threshold evaluation, alerts) after the snapshot is committed; each listener
+    is isolated, and one that fails is recorded on the snapshot under its own name."""
+    transaction.on_commit(lambda: _notify_listeners(snapshot))
+
+
+def _notify_listeners(snapshot: Snapshot) -> None:
+    for receiver, response in snapshot_recorded.send_robust(sender=Snapshot, snapshot=snapshot):
+        if isinstance(response, Exception):
+            # send_robust logs the traceback; the page shows which analysis is missing.
+            record_analysis_error(snapshot, getattr(receiver, "__name__", str(receiver)), response)
 
 
 def dispatch_due(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:

@@ -22,7 +22,7 @@ from django_htmx.http import trigger_client_event
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page, wants_fragment
 from dashboard.servers import charts, selectors
 from dashboard.servers import diff as diff_mod
-from dashboard.servers.config_import import ConfigImportError, import_client_config
+from dashboard.servers.config_import import ConfigError, StackImport, import_config_text
 from dashboard.servers.forms import ImportConfigForm, ServerForm
 from dashboard.servers.models import McpServer, Transport
 from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
@@ -346,6 +346,24 @@ def server_delete(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     return render(request, "servers/server_confirm_delete.html", ctx)
 
 
+def _report_import(request: HtmxHttpRequest, imported: list[StackImport]) -> None:
+    for result in imported:
+        summary = (
+            f"Stack {result.stack.name}: {len(result.created)} servers added, {len(result.updated)} updated"
+        )
+        if result.disabled:
+            summary += f"; imported switched off as the file says: {', '.join(result.disabled)}"
+        if result.skipped:
+            summary += f"; skipped stdio servers (admins only): {', '.join(result.skipped)}"
+        messages.success(request, summary + ".")
+        if result.placeholders:
+            messages.info(
+                request,
+                f"Stack {result.stack.name}: unresolved placeholders kept as written: "
+                + "; ".join(f"{n}: {', '.join(p)}" for n, p in result.placeholders.items()),
+            )
+
+
 @login_required
 def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
@@ -353,27 +371,19 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     form = ImportConfigForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         try:
-            result = import_client_config(
+            imported = import_config_text(
                 team,
-                form.cleaned_data["parsed"],
+                form.cleaned_data["text"],
+                filename=form.cleaned_data["filename"],
                 stack_name=form.cleaned_data["stack_name"],
                 source=form.cleaned_data["source"],
                 user=request.user,
                 allow_stdio=is_admin,
             )
-        except ConfigImportError as exc:
+        except ConfigError as exc:
             form.add_error(None, str(exc))
         else:
-            summary = f"Stack {result.stack.name}: {len(result.created)} servers added, {len(result.updated)} updated"
-            if result.skipped:
-                summary += f"; skipped stdio servers (admins only): {', '.join(result.skipped)}"
-            messages.success(request, summary + ".")
-            if result.placeholders:
-                messages.info(
-                    request,
-                    "Unresolved placeholders kept as written: "
-                    + "; ".join(f"{n}: {', '.join(p)}" for n, p in result.placeholders.items()),
-                )
+            _report_import(request, imported)
             return redirect("stacks", team_slug=team.slug)
     ctx = {
         "team": team,

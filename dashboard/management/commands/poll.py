@@ -41,6 +41,7 @@ class Command(BaseCommand):
                 bytes=snap.bytes,
                 sha256=snap.sha256,
                 tokens_by_encoding=snap.tokens_by_encoding,
+                analysis_errors=snap.analysis_errors,
             )
         if opts["json"]:
             self.stdout.write(json.dumps(out))
@@ -52,5 +53,9 @@ class Command(BaseCommand):
             )
         else:
             self.stdout.write(f"{name}: {summary.outcome}: {summary.message}")
+        if snap is not None:
+            # The counts above are exact; say which analysis of them is missing.
+            for error in snap.analysis_errors:
+                self.stderr.write(f"{name}: {error['stage']} failed: {error['error']}")
         if summary.outcome not in ("ok", "skipped"):
             raise SystemExit(1)

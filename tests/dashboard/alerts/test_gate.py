@@ -167,3 +167,41 @@ def test_check_budget_warn_exits_0_and_usage_errors_exit_2(team, tmp_path, capsy
     with pytest.raises(CommandError) as bad:
         call_command("check_budget", str(tmp_path / "bad.json"), "--server", server.name)
     assert bad.value.returncode == 2 and "not JSON" in str(bad.value)
+
+
+def _broken_analysis(*args, **kwargs):
+    raise TypeError("unhashable type: 'dict'")  # stands in for a findings bug
+
+
+def test_an_analysis_failure_is_an_error_not_a_verdict(client, gated, monkeypatch, tmp_path, capsys):
+    server, token = gated
+    monkeypatch.setattr("mcptax.findings.analyze", _broken_analysis)
+    body = {"server": server.name, "tools_list": tools_list("sprawling", True)}
+    response = post_check(client, token, body)
+    assert response.status_code == 200, response.content
+    result = response.json()
+    assert result["status"] == "error"
+    assert result["errors"] == ["findings: TypeError: unhashable type: 'dict'"]
+    # The exact figures and the budget verdict are still there, marked as incomplete.
+    assert result["totals"]["fixed_tax_tokens"] == SPRAWL_V15
+    assert result["verdict"] == "fail" and result["findings"] == []
+    assert "findings could not be computed" in result["report"]
+
+    candidate = tmp_path / "over.json"
+    candidate.write_text(json.dumps(tools_list("sprawling", True)))
+    with pytest.raises(SystemExit) as failed:
+        call_command("check_budget", str(candidate), "--server", server.name)
+    assert failed.value.code == 2
+    assert "TypeError: unhashable type: 'dict'" in capsys.readouterr().err
+
+
+def test_check_budget_names_a_missing_team_not_the_server(gated, tmp_path):
+    from django.core.management.base import CommandError
+
+    server, _ = gated
+    candidate = tmp_path / "fine.json"
+    candidate.write_text(json.dumps(tools_list("sprawling", False)))
+    with pytest.raises(CommandError) as missing:
+        call_command("check_budget", str(candidate), "--server", server.name, "--team", "nope")
+    assert missing.value.returncode == 2
+    assert str(missing.value) == "no team 'nope'"

@@ -57,7 +57,7 @@ def test_import_servers_command_creates_a_stack_from_a_client_config(team, tmp_p
     call_command(
         "import_servers", str(path), "--team", team.slug, "--stack", "claude-code", "--json", stdout=out
     )
-    report = json.loads(out.getvalue())
+    (report,) = json.loads(out.getvalue())["stacks"]
     assert report["stack"] == "claude-code"
     assert sorted(report["created"]) == ["docs", "github", "legacy"] and report["updated"] == []
     assert report["unresolved_placeholders"] == {"docs": ["${env:DOCS}"], "github": ["${GITHUB_TOKEN}"]}
@@ -68,7 +68,7 @@ def test_import_servers_command_creates_a_stack_from_a_client_config(team, tmp_p
     # Again: the same servers are updated, not duplicated; the stack defaults to the file's name.
     out = StringIO()
     call_command("import_servers", str(path), "--team", team.slug, "--json", stdout=out)
-    again = json.loads(out.getvalue())
+    (again,) = json.loads(out.getvalue())["stacks"]
     assert again["created"] == [] and sorted(again["updated"]) == ["docs", "github", "legacy"]
     assert again["stack"] == ".mcp.json"
     assert McpServer.objects.filter(team=team).count() == 3

@@ -1,33 +1,158 @@
-"""Importing an MCP client config as a stack."""
+"""Importing MCP client configs as stacks, through `import_servers` and the web import.
+
+Expectations are written out here from the fixtures in tests/data/configs/ (see its README for the
+published shape each follows).
+"""
 
 from __future__ import annotations
 
-import pytest
+import json
+from io import StringIO
+from pathlib import Path
 
-from dashboard.servers.config_import import ConfigImportError, import_client_config, parse_client_config
-from dashboard.servers.models import McpServer, Transport
-from tests.dashboard.factories import CLAUDE_CONFIG, VSCODE_CONFIG
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.urls import reverse
+
+from dashboard.servers.config_import import import_config_text
+from dashboard.servers.models import McpServer, Stack, Transport
+from dashboard.servers.polling import dispatch_due
+from tests.dashboard.factories import CLAUDE_CONFIG
 
 pytestmark = pytest.mark.django_db
+CONFIGS = Path(__file__).resolve().parents[2] / "data" / "configs"
+
+# file -> {stack name: {server: (transport, enabled)}}, and every placeholder the file holds.
+EXPECTED = {
+    "claude_code_user.json": (
+        {
+            "claude_code_user.json": {"memory": ("stdio", True)},
+            "/home/me/src/shop": {"postgres": ("stdio", True), "sentry": ("http", True)},
+            "/home/me/src/infra": {"kubernetes": ("stdio", True)},
+        },
+        {"postgres": ["${DATABASE_URL}"], "kubernetes": ["${HOME}"]},
+    ),
+    "windsurf.json": (
+        {
+            "windsurf.json": {
+                "git": ("stdio", True),
+                "remote-docs": ("http", True),
+                "old-search": ("stdio", False),
+            }
+        },
+        {"remote-docs": ["${env:DOCS_KEY}"], "old-search": ["${BRAVE_KEY}"]},
+    ),
+    "cline.json": (
+        {
+            "cline.json": {
+                "sequential-thinking": ("stdio", True),
+                "remote": ("http", False),
+                "legacy": ("sse", True),
+            }
+        },
+        {},
+    ),
+    "kiro.json": ({"kiro.json": {"aws-docs": ("stdio", True), "paused": ("stdio", False)}}, {}),
+    "vscode_mcp.jsonc": (
+        {
+            "vscode_mcp.jsonc": {
+                "perplexity": ("stdio", True),
+                "fetch": ("stdio", True),
+                "github": ("http", True),
+            }
+        },
+        {"perplexity": ["${input:perplexity-key}"], "fetch": ["${workspaceFolder}"]},
+    ),
+    "codex_config.toml": (
+        {
+            "codex_config.toml": {
+                "context7": ("stdio", True),
+                "figma": ("http", True),
+                "notes": ("stdio", False),
+            }
+        },
+        {"figma": ["${FIGMA_OAUTH_TOKEN}"]},
+    ),
+}
 
 
-def test_client_config_import_becomes_a_stack_and_reports_placeholders(team, alice):
-    result = import_client_config(
-        team, CLAUDE_CONFIG, stack_name="claude-code", source=".mcp.json", user=alice
-    )
-    assert sorted(result.created) == ["docs", "github", "legacy"]
-    assert sorted(s.name for s in result.stack.servers.all()) == ["docs", "github", "legacy"]
-    assert result.placeholders == {"docs": ["${env:DOCS}"], "github": ["${GITHUB_TOKEN}"]}
-    github = McpServer.objects.get(team=team, name="github")
-    assert github.env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}  # left unresolved
+def _state(team) -> dict[str, dict[str, tuple[str, bool]]]:
+    return {
+        stack.name: {s.name: (s.transport, s.enabled) for s in stack.servers.all()}
+        for stack in Stack.objects.filter(team=team)
+    }
+
+
+@pytest.mark.parametrize("filename", sorted(EXPECTED))
+def test_import_servers_reads_every_client_config(team, filename):
+    stacks, placeholders = EXPECTED[filename]
+    out = StringIO()
+    call_command("import_servers", str(CONFIGS / filename), "--team", team.slug, "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    assert _state(team) == stacks
+    assert {s["stack"] for s in report["stacks"]} == set(stacks)
+    listed = {name: found for s in report["stacks"] for name, found in s["unresolved_placeholders"].items()}
+    assert listed == placeholders
+    stored = {p for stack in Stack.objects.filter(team=team) for p in stack.unresolved_placeholders}
+    assert stored == {f"{name}: {p}" for name, found in placeholders.items() for p in found}
+    disabled = {n for s in stacks.values() for n, (_, enabled) in s.items() if not enabled}
+    assert {n for s in report["stacks"] for n in s["disabled"]} == disabled
+
+
+@pytest.mark.parametrize("filename", sorted(p.name for p in CONFIGS.iterdir() if p.name != "README.md"))
+def test_every_fixture_imports_through_the_command(team, filename):
+    out = StringIO()
+    call_command("import_servers", str(CONFIGS / filename), "--team", team.slug, "--json", stdout=out)
+    report = json.loads(out.getvalue())
+    created = [n for s in report["stacks"] for n in s["created"]]
+    assert created and McpServer.objects.filter(team=team).count() == len(set(created))
+
+
+def test_a_disabled_server_is_never_polled(team):
+    call_command("import_servers", str(CONFIGS / "kiro.json"), "--team", team.slug, stdout=StringIO())
+    enqueued: list[int] = []
+    dispatch_due(enqueue=enqueued.append)
+    assert enqueued == [McpServer.objects.get(team=team, name="aws-docs").pk]
+
+
+def test_unknown_shape_names_the_shapes_it_knows(team, tmp_path):
+    (tmp_path / "other.json").write_text(json.dumps({"something": {}}))
+    with pytest.raises(CommandError) as failed:
+        call_command("import_servers", str(tmp_path / "other.json"), "--team", team.slug)
+    assert failed.value.returncode == 1
+    for shape in ("mcpServers", "context_servers", "mcp_servers", "projects.<path>.mcpServers"):
+        assert shape in str(failed.value)
+    (tmp_path / "broken.json").write_text("{not json")
+    with pytest.raises(CommandError, match="broken.json"):
+        call_command("import_servers", str(tmp_path / "broken.json"), "--team", team.slug)
+
+
+def test_reimport_updates_and_the_stack_defaults_to_the_file_name(team, alice, tmp_path):
+    text = json.dumps(CLAUDE_CONFIG)
+    (first,) = import_config_text(team, text, filename=".mcp.json", stack_name="claude-code", user=alice)
+    assert sorted(first.created) == ["docs", "github", "legacy"]
+    assert McpServer.objects.get(team=team, name="github").env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}
     assert McpServer.objects.get(team=team, name="legacy").transport == Transport.SSE
-    again = import_client_config(team, CLAUDE_CONFIG, stack_name="claude-code")
+    (again,) = import_config_text(team, text, filename=".mcp.json")
     assert again.created == [] and sorted(again.updated) == ["docs", "github", "legacy"]
+    assert again.stack.name == ".mcp.json"
 
-    vscode = parse_client_config(VSCODE_CONFIG)
-    assert vscode[0].transport == Transport.STDIO and vscode[0].placeholders == ["${workspaceFolder}"]
-    assert parse_client_config({"mcp": VSCODE_CONFIG})[0].name == "fs"
-    with pytest.raises(ConfigImportError, match="mcpServers"):
-        parse_client_config({"something": {}})
-    with pytest.raises(ConfigImportError, match="command"):
-        parse_client_config({"mcpServers": {"x": {"args": []}}})
+
+def test_web_import_of_jsonc_and_of_claude_json_projects(alice_client, team):
+    url = reverse("stacks", args=[team.slug])
+    jsonc = (CONFIGS / "vscode_mcp.jsonc").read_text()
+    response = alice_client.post(url, {"stack_name": "vscode", "config_text": jsonc})
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert _state(team) == {"vscode": EXPECTED["vscode_mcp.jsonc"][0]["vscode_mcp.jsonc"]}
+
+    with (CONFIGS / "claude_code_user.json").open("rb") as upload:
+        response = alice_client.post(url, {"stack_name": "claude", "config_file": upload}, follow=True)
+    assert response.status_code == 200
+    assert set(_state(team)) == {"vscode", "claude", "/home/me/src/shop", "/home/me/src/infra"}
+    page = response.content.decode()
+    assert "${DATABASE_URL}" in page and "${HOME}" in page
+
+    refused = alice_client.post(url, {"stack_name": "x", "config_text": json.dumps({"something": {}})})
+    assert refused.status_code == 200
+    assert "the shapes understood are" in refused.content.decode()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from dashboard.servers.config_import import import_client_config
+from dashboard.servers.config_import import import_config_text
 from dashboard.servers.forms import ServerForm
 from dashboard.teams.models import Membership
 from tests.dashboard.factories import CLAUDE_CONFIG
@@ -35,5 +37,7 @@ def test_non_admins_cannot_register_stdio_servers(team, user_factory):
         {**data, "name": "h", "transport": "http", "url": "http://127.0.0.1:1/mcp"}, team=team, is_admin=False
     )
     assert http.is_valid(), http.errors
-    result = import_client_config(team, CLAUDE_CONFIG, stack_name="s", allow_stdio=False)
+    (result,) = import_config_text(
+        team, json.dumps(CLAUDE_CONFIG), filename=".mcp.json", stack_name="s", allow_stdio=False
+    )
     assert result.skipped == ["github"]

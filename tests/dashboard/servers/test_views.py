@@ -411,7 +411,7 @@ def test_stacks_import_a_client_config_and_sum_their_tax(alice_client, team, pol
     assert f"{total:,}" in demo_stack
     assert "not polled" in re.search(r'<tr data-stack="cursor">.*?</tr>', html, re.S).group(0)
     bad = alice_client.post(url, {"stack_name": "x", "config_text": "{not json"})
-    assert "Not valid JSON" in bad.content.decode()
+    assert "not valid JSON or JSONC" in bad.content.decode()
 
 
 @pytest.mark.slow

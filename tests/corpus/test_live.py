@@ -1,0 +1,84 @@
+"""Real servers installed from npm and PyPI and polled for real through the product's commands.
+
+Runs in CI (the registries are reachable there); on a machine without npm or network it skips
+through `need`. Installs go through scripts/capture_servers.py and are cached under var/servers.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import socket
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from dashboard.servers.models import Snapshot
+from tests.corpus.conftest import oracle_tax
+from tests.helpers import need
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import capture_servers  # noqa: E402
+
+LIVE = ("time", "memory", "playwright")
+pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.django_db]
+
+
+def _reachable(host: str) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def installed() -> list[capture_servers.CorpusServer]:
+    if shutil.which("npm") is None:
+        need("npm is not installed")
+    for host in ("registry.npmjs.org", "pypi.org"):
+        if not _reachable(host):
+            need(f"{host} is not reachable")
+    servers = [s for s in capture_servers.CORPUS if s.name in LIVE]
+    mp = pytest.MonkeyPatch()
+    # Cached beside the lead's captures (var/servers), whatever VAR_DIR the test run uses.
+    mp.setenv("VAR_DIR", str(ROOT / "var"))
+    try:
+        capture_servers.install(servers)
+    finally:
+        mp.undo()
+    return servers
+
+
+@pytest.mark.parametrize("name", LIVE)
+def test_a_real_server_polls_to_a_snapshot_whose_tax_is_the_formula(
+    name, installed, team, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("VAR_DIR", str(ROOT / "var"))
+    server = next(s for s in installed if s.name == name)
+    target = capture_servers.target_for(server, tmp_path)
+    call_command(
+        "add_server",
+        "--name",
+        name,
+        "--team",
+        team.slug,
+        "--stdio",
+        shlex.join([target.command, *target.args]),
+        "--cwd",
+        str(tmp_path),
+        *(f"--env={key}={value}" for key, value in target.env.items()),
+    )
+    out = StringIO()
+    call_command("poll", name, "--json", stdout=out)
+    result = json.loads(out.getvalue())
+    assert result["outcome"] == "ok", result
+    snapshot = Snapshot.objects.get(server__name=name)
+    assert snapshot.analysis_errors == []
+    assert snapshot.tool_count == len(snapshot.tools_raw) > 0
+    assert snapshot.fixed_tax_tokens == result["fixed_tax_tokens"] == oracle_tax(snapshot.tools_raw)

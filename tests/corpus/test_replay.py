@@ -1,0 +1,41 @@
+"""The replay server (examples/servers/replay.py) polled through the product: every capture of the
+corpus comes back as a snapshot holding the captured tools exactly, with the formula's fixed tax."""
+
+from __future__ import annotations
+
+import pytest
+
+from dashboard.servers.models import McpServer, Snapshot, Transport
+from dashboard.servers.polling import poll_server
+from examples.servers.launch import serve_http, stdio_command
+from tests.corpus.conftest import CAPTURES, load_capture, oracle_tax
+from tests.helpers import compact
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+
+def _assert_replayed(summary, document: dict) -> None:
+    assert summary.outcome == "ok", summary.message
+    snapshot = Snapshot.objects.get(pk=summary.snapshot_id)
+    # Key order included: the stored text is the capture's tools, not a re-serialisation.
+    assert compact(snapshot.tools_raw) == compact(document["tools"])
+    assert snapshot.fixed_tax_tokens == oracle_tax(document["tools"])
+    assert snapshot.server_version == document["initialize"]["serverInfo"]["version"]
+    assert snapshot.instructions == (document["initialize"].get("instructions") or "")
+    assert snapshot.analysis_errors == []
+
+
+@pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
+def test_every_capture_replays_over_stdio_in_pages(team, path):
+    command, args, env = stdio_command("replay", str(path), "--page-size", "5")
+    server = McpServer.objects.create(
+        team=team, name=path.stem[:100], transport=Transport.STDIO, command=command, args=args, env=env
+    )
+    _assert_replayed(poll_server(server.pk), load_capture(path))
+
+
+def test_a_capture_replays_over_streamable_http(team):
+    path = next(p for p in CAPTURES if p.name.startswith("playwright@"))
+    with serve_http("replay", str(path)) as url:
+        server = McpServer.objects.create(team=team, name="replay", transport=Transport.HTTP, url=url)
+        _assert_replayed(poll_server(server.pk), load_capture(path))
