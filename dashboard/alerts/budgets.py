@@ -19,7 +19,6 @@ open (a database constraint), and the event is created in the same transaction a
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -34,8 +33,6 @@ from dashboard.alerts.notify.delivery import create_event
 from dashboard.alerts.notify.models import EventKind
 from dashboard.servers.models import McpServer, Snapshot, Stack
 from dashboard.teams.models import Team
-
-log = logging.getLogger(__name__)
 
 LEVEL_RANK: dict[str, int] = {Level.WARNING: 1, Level.ERROR: 2}
 # Evaluation order, so limits and alerts read the same way everywhere.
@@ -459,10 +456,7 @@ def evaluate_team(team: Team) -> int:
 
 
 def on_snapshot_recorded(sender: object, snapshot: Snapshot, **kwargs: object) -> None:
-    """Receiver of `snapshot_recorded` (connected in DashboardConfig.ready)."""
-    try:
-        evaluate_snapshot(snapshot)
-    except Exception:
-        # The snapshot is already stored; a failed evaluation is retried by the next change or
-        # by an on-demand evaluation, and must not turn a good poll into a crashed one.
-        log.exception("threshold evaluation of snapshot %s failed", snapshot.pk)
+    """Receiver of `snapshot_recorded` (connected in DashboardConfig.ready). Polling sends the
+    signal with send_robust, which logs a failure here and records it on the snapshot's
+    analysis_errors, so a failed evaluation shows on the server page and never loses the count."""
+    evaluate_snapshot(snapshot)

@@ -176,6 +176,7 @@ class Migration(migrations.Migration):
                             ("protocol_error", "Protocol error"),
                             ("connect_error", "Connection failed"),
                             ("crashed", "Crashed"),
+                            ("internal_error", "Failed in the dashboard"),
                         ],
                         max_length=20,
                     ),
@@ -434,6 +435,14 @@ class Migration(migrations.Migration):
                 ("prompts_count", models.IntegerField(blank=True, null=True)),
                 ("resources_count", models.IntegerField(blank=True, null=True)),
                 ("findings", models.JSONField(blank=True, default=list)),
+                (
+                    "analysis_errors",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="[{stage, error}]: analyses (findings, budgets, alerts) that failed after the counts were stored",
+                    ),
+                ),
                 ("limits", models.JSONField(blank=True, default=dict)),
                 (
                     "previous",
@@ -487,6 +496,7 @@ class Migration(migrations.Migration):
                             ("protocol_error", "Protocol error"),
                             ("connect_error", "Connection failed"),
                             ("crashed", "Crashed"),
+                            ("internal_error", "Failed in the dashboard"),
                         ],
                         max_length=20,
                     ),

@@ -50,8 +50,3 @@ def capture(request: pytest.FixtureRequest) -> dict[str, Any]:
     document = load_capture(request.param)
     document["file"] = request.param.name
     return document
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    # Until pyproject registers it (--strict-markers): real installs from npm and PyPI.
-    config.addinivalue_line("markers", "live: installs real MCP servers from npm and PyPI and polls them")
