@@ -54,4 +54,5 @@ def classify(exc: BaseException, target: ServerTarget, capture: Capture) -> Poll
             )
         if isinstance(leaf, httpx2.HTTPError):
             return PollError("connect_error", f"{where}: {leaf!r}")
-    return PollError("protocol_error", f"{where}: unexpected failure {exc!r}")
+    # Nothing above recognised it: a failure of ours (or the SDK's), not evidence against the server.
+    return PollError("internal_error", f"polling {where} failed in the dashboard's client: {exc!r}")

@@ -97,3 +97,16 @@ def test_server_that_exits_at_once_is_a_crash() -> None:
         fetch(ServerTarget("stdio", command="/bin/sh", args=["-c", "echo starting up >&2; exit 7"]), **NEVER)
     assert caught.value.outcome == "crashed"
     assert "code 7" in caught.value.message and "starting up" in caught.value.message
+
+
+def test_a_failure_nothing_recognises_is_ours_not_the_servers() -> None:
+    # A bug on our side (or the SDK's) must not be recorded as the server crashing or misspeaking.
+    from mcptax.client.errors import classify
+    from mcptax.client.tap import Capture
+
+    target = ServerTarget("http", url="http://127.0.0.1:9/mcp")
+    error = classify(ExceptionGroup("task group", [KeyError("surprise")]), target, Capture(1024))
+    assert error.outcome == "internal_error"
+    assert "failed in the dashboard's client" in str(error) and "surprise" in str(error)
+    recognised = classify(ConnectionRefusedError("refused"), target, Capture(1024))
+    assert recognised.outcome == "connect_error"
