@@ -10,7 +10,9 @@ from mcptax.tokens import canonical
 # How the poller reaches a server. Named apart from the SDK's ``Transport`` (a stream pair factory)
 # and the dashboard's ``Transport`` model choices, which store the same three values.
 TransportKind = Literal["stdio", "http", "sse"]
-Outcome = Literal["timeout", "refused_too_large", "protocol_error", "connect_error", "crashed", "internal_error"]
+Outcome = Literal[
+    "timeout", "refused_too_large", "protocol_error", "connect_error", "crashed", "internal_error"
+]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 PREVIEW_CHARS = 120
