@@ -136,6 +136,27 @@ def _response_ts(started: str | None, elapsed_ms: Any) -> str | None:
         return None
 
 
+def _frames(value: Any, direction: str, ts: str | None, session_key: str, server_label: str) -> list[Frame]:
+    """The JSON-RPC messages of one HTTP body (a message or a batch) as frames of its session."""
+    frames = []
+    for message, batch_index in _messages(value):
+        kind = jsonrpc_kind(message)
+        if kind is not None:
+            frames.append(
+                Frame(
+                    kind=kind,
+                    message=message,
+                    direction=direction,
+                    ts=ts,
+                    batch_index=batch_index,
+                    session_key=session_key,
+                    server_label=server_label,
+                    transport="http",
+                )
+            )
+    return frames
+
+
 def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
     def quarantined(reason: str) -> LineEvent:
         raw = utf8(canonical(entry))
@@ -175,21 +196,7 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
                 broken_reason = problem
                 notes.append(f"request_body:{problem}")
         else:
-            for message, batch_index in _messages(value):
-                kind = jsonrpc_kind(message)
-                if kind is not None:
-                    frames.append(
-                        Frame(
-                            kind=kind,
-                            message=message,
-                            direction="c2s",
-                            ts=started,
-                            batch_index=batch_index,
-                            session_key=session_key,
-                            server_label=server_label,
-                            transport="http",
-                        )
-                    )
+            frames += _frames(value, "c2s", started, session_key, server_label)
 
     content: dict[str, Any] = response["content"] if isinstance(response.get("content"), dict) else {}
     mime = (str_or_none(content.get("mimeType")) or response_headers.get("content-type", "")).lower()
@@ -206,21 +213,7 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
                     broken_reason = problem
                     notes.append(f"response_body:{problem}")
                 continue
-            for message, batch_index in _messages(value):
-                kind = jsonrpc_kind(message)
-                if kind is not None:
-                    frames.append(
-                        Frame(
-                            kind=kind,
-                            message=message,
-                            direction="s2c",
-                            ts=response_ts,
-                            batch_index=batch_index,
-                            session_key=session_key,
-                            server_label=server_label,
-                            transport="http",
-                        )
-                    )
+            frames += _frames(value, "s2c", response_ts, session_key, server_label)
 
     if frames:
         return LineEvent(index, FRAME, None, frames=frames, notes=tuple(notes))
