@@ -1,0 +1,28 @@
+"""One outbound policy for every request the product makes on a user's behalf: HTTP MCP servers,
+channels (webhook, Slack, Apprise) and reference documents. :mod:`.policy` decides (classify an
+address, the operator's allowed networks, resolve once); :mod:`.transport` gives httpx transports
+that connect only to the addresses the policy checked. This package must not import Django.
+"""
+
+from mcptax.outbound.policy import (
+    SETTING,
+    OutboundPolicy,
+    OutboundRefused,
+    classify,
+    embedded_ipv4,
+    parse_networks,
+    system_resolver,
+)
+from mcptax.outbound.transport import AsyncPinnedTransport, PinnedTransport
+
+__all__ = [
+    "SETTING",
+    "AsyncPinnedTransport",
+    "OutboundPolicy",
+    "OutboundRefused",
+    "PinnedTransport",
+    "classify",
+    "embedded_ipv4",
+    "parse_networks",
+    "system_resolver",
+]

@@ -1,0 +1,140 @@
+"""httpx transports whose connections go only where the outbound policy allowed.
+
+The seam is httpcore's network backend: the connection pool asks it for a TCP stream to
+``(host, port)`` whenever it opens a connection. Our backend resolves the host through the
+policy (once), refuses inward answers, and opens the stream to one of the checked addresses.
+Everything above the socket stays as it was: the URL and the Host header keep the name, TLS sends
+the name as SNI and verifies the certificate against it, and the pool keys connections by name.
+Rewriting the URL to the IP and passing ``sni_hostname`` would get TLS right too, but the pool
+would then share a connection between two names that resolve to the same address.
+
+httpx builds its pool without a way to pass a backend, so the transports below build the pool
+themselves; environment proxies are never used (a proxy would resolve the name instead of us).
+Two flavours: ``httpx``/``httpcore`` (synchronous: channels, reference documents) and the MCP
+SDK's ``httpx2``/``httpcore2`` (asynchronous: the poller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import anyio.to_thread
+import httpcore
+import httpcore2
+import httpx
+import httpx2
+
+from mcptax.outbound.policy import IPAddress, OutboundPolicy
+
+# What httpx gives its own pool by default.
+POOL_LIMITS: dict[str, Any] = {
+    "max_connections": 100,
+    "max_keepalive_connections": 20,
+    "keepalive_expiry": 5.0,
+}
+
+
+class PinnedBackend(httpcore.NetworkBackend):
+    """Resolve through the policy, connect to a checked address (synchronous httpcore)."""
+
+    def __init__(self, policy: OutboundPolicy) -> None:
+        self._policy = policy
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        addresses = _resolve(self._policy, host, port, httpcore.ConnectError)
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return self._inner.connect_tcp(
+                    str(address), port, timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore.ConnectError as exc:
+                failure = exc
+        assert failure is not None  # resolve() never returns an empty list
+        raise failure
+
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
+        raise httpcore.ConnectError("unix sockets are not outbound connections")
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class AsyncPinnedBackend(httpcore2.AsyncNetworkBackend):
+    """The same for the asynchronous httpcore2 the MCP SDK uses; DNS runs in a worker thread."""
+
+    def __init__(self, policy: OutboundPolicy) -> None:
+        self._policy = policy
+        self._inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> Any:
+        addresses = await anyio.to_thread.run_sync(_resolve, self._policy, host, port, httpcore2.ConnectError)
+        failure: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._inner.connect_tcp(
+                    str(address), port, timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore2.ConnectError as exc:
+                failure = exc
+        assert failure is not None
+        raise failure
+
+    async def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> Any:
+        raise httpcore2.ConnectError("unix sockets are not outbound connections")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._inner.sleep(seconds)
+
+
+def _resolve(policy: OutboundPolicy, host: str, port: int, connect_error: type[Exception]) -> list[IPAddress]:
+    # A name that does not resolve is a connection failure like any other; a refusal is not
+    # (OutboundRefused passes through httpx untouched, so callers can tell the two apart).
+    try:
+        return policy.resolve(host, port)
+    except OSError as exc:
+        raise connect_error(f"cannot resolve {host}: {exc}") from exc
+
+
+class PinnedTransport(httpx.HTTPTransport):
+    """``httpx.HTTPTransport`` whose every connection goes through ``PinnedBackend``."""
+
+    def __init__(self, policy: OutboundPolicy) -> None:
+        super().__init__(trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(trust_env=False),
+            network_backend=PinnedBackend(policy),
+            **POOL_LIMITS,
+        )
+
+
+class AsyncPinnedTransport(httpx2.AsyncHTTPTransport):
+    """``httpx2.AsyncHTTPTransport`` whose every connection goes through ``AsyncPinnedBackend``."""
+
+    def __init__(self, policy: OutboundPolicy) -> None:
+        super().__init__(trust_env=False)
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=httpx2.create_ssl_context(trust_env=False),
+            network_backend=AsyncPinnedBackend(policy),
+            **POOL_LIMITS,
+        )

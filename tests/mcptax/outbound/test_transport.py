@@ -1,0 +1,91 @@
+"""mcptax.outbound.transport against real HTTP servers on loopback: a refused request never reaches
+the server, and the connection goes to the address that was checked, never to a second answer."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import anyio
+import httpx
+import httpx2
+import pytest
+
+from mcptax.outbound import AsyncPinnedTransport, OutboundPolicy, OutboundRefused, PinnedTransport
+from tests.helpers import Receiver
+
+
+def _get_sync(policy: OutboundPolicy, url: str) -> int:
+    with httpx.Client(transport=PinnedTransport(policy)) as client:
+        return client.get(url).status_code
+
+
+def _get_async(policy: OutboundPolicy, url: str) -> int:
+    async def main() -> int:
+        async with httpx2.AsyncClient(transport=AsyncPinnedTransport(policy)) as client:
+            return (await client.get(url)).status_code
+
+    return anyio.run(main)
+
+
+FLAVOURS = [pytest.param(_get_sync, id="httpx"), pytest.param(_get_async, id="httpx2")]
+
+
+@pytest.mark.parametrize("get", FLAVOURS)
+def test_a_refused_address_receives_no_request(get) -> None:
+    with Receiver() as server:
+        for url in [f"http://127.0.0.1:{server.port}/", f"http://localhost:{server.port}/"]:
+            with pytest.raises(OutboundRefused, match="loopback"):
+                get(OutboundPolicy(), url)
+        assert server.requests == []
+        # The same server, once its network is allowed: the refusal above was the policy's doing.
+        assert get(OutboundPolicy.from_entries(["127.0.0.0/8"]), f"http://localhost:{server.port}/") == 200
+        assert len(server.requests) == 1
+
+
+@contextlib.contextmanager
+def _two_servers_on_one_port() -> Iterator[tuple[Receiver, Receiver]]:
+    # 127.0.0.2 stands for the public address a name first resolves to, 127.0.0.1 for the inward
+    # one a rebinding resolver answers next; both listen on the same port, as one name would.
+    for _ in range(20):
+        with Receiver(host="127.0.0.2") as public:
+            try:
+                inward = Receiver(host="127.0.0.1", port=public.port)
+            except OSError:
+                continue  # that port is taken on 127.0.0.1; try another
+            with inward:
+                yield public, inward
+            return
+    pytest.fail("no port free on both 127.0.0.1 and 127.0.0.2")
+
+
+@pytest.mark.parametrize("get", FLAVOURS)
+def test_a_rebinding_name_is_connected_to_the_address_that_was_checked(get) -> None:
+    answers = iter([["127.0.0.2"], ["127.0.0.1"], ["127.0.0.1"]])
+    asked: list[str] = []
+
+    def rebinding(host: str, port: int) -> list[str]:
+        asked.append(host)
+        return next(answers)
+
+    policy = OutboundPolicy.from_entries(["127.0.0.2/32"], resolver=rebinding)
+    with _two_servers_on_one_port() as (public, inward):
+        assert get(policy, f"http://docs.rebind.test:{public.port}/page") == 200
+        assert asked == ["docs.rebind.test"]  # resolved once
+        assert [r["path"] for r in public.requests] == ["/page"]  # the server on 127.0.0.2
+        assert public.requests[0]["headers"]["Host"] == f"docs.rebind.test:{public.port}"
+        assert inward.requests == []
+        # A new connection resolves again, and the inward answer is refused, not connected to.
+        with pytest.raises(OutboundRefused, match="docs.rebind.test resolves to 127.0.0.1"):
+            get(policy, f"http://docs.rebind.test:{public.port}/page")
+        assert inward.requests == []
+
+
+def test_a_name_that_does_not_resolve_is_a_connection_error() -> None:
+    def nowhere(host: str, port: int) -> list[str]:
+        raise OSError("Name or service not known")
+
+    with pytest.raises(httpx.ConnectError, match="cannot resolve mcp.example.invalid"):
+        _get_sync(OutboundPolicy(resolver=nowhere), "http://mcp.example.invalid/")
+    with pytest.raises(httpx2.ConnectError, match="cannot resolve mcp.example.invalid"):
+        _get_async(OutboundPolicy(resolver=nowhere), "http://mcp.example.invalid/")
