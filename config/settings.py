@@ -19,6 +19,7 @@ from config.env import (
     env_str,
     persistent_secret_key,
 )
+from mcptax.outbound import parse_networks
 
 # django-stubs types admin classes and forms as generic over their model (ModelAdmin[Team]);
 # this makes Django's classes subscriptable at run time too, so the typed code runs as written.
@@ -213,13 +214,26 @@ INGEST_BATCH_LINES = env_int("INGEST_BATCH_LINES", 5000)
 INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
+# Requests made on a user's behalf (HTTP MCP servers, channels, reference documents) never reach
+# loopback, private, link-local, CGNAT, multicast or reserved addresses, except inside these
+# networks (comma-separated CIDR, e.g. "10.20.0.0/16" for an internal MCP gateway).
+OUTBOUND_ALLOW_NETWORKS = env_list("OUTBOUND_ALLOW_NETWORKS", [])
+try:
+    parse_networks(OUTBOUND_ALLOW_NETWORKS)
+except ValueError as exc:
+    raise ImproperlyConfiguredEnv(str(exc)) from None
 # Reference documents registered by URL: allow-listed hosts only ("*.example.com" for subdomains),
-# refused over the size limit (never cut), private/loopback addresses only when allowed.
+# refused over the size limit (never cut), under the outbound policy above.
 REFERENCE_ALLOWED_HOSTS = env_list(
     "REFERENCE_ALLOWED_HOSTS", ["github.com", "raw.githubusercontent.com", "gist.githubusercontent.com"]
 )
 REFERENCE_MAX_BYTES = env_int("REFERENCE_MAX_BYTES", 10 * 1024 * 1024)
-REFERENCE_ALLOW_PRIVATE = env_bool("REFERENCE_ALLOW_PRIVATE", False)
+if env_bool("REFERENCE_ALLOW_PRIVATE", False):
+    # Removed: it allowed every inward address at once. Saying so beats a silent change of rules.
+    raise ImproperlyConfiguredEnv(
+        "REFERENCE_ALLOW_PRIVATE was removed; list the networks reference documents may come from "
+        "in OUTBOUND_ALLOW_NETWORKS (e.g. 10.0.0.0/8) instead"
+    )
 FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY")
 NOTIFY_HTTP_TIMEOUT = env_float("NOTIFY_HTTP_TIMEOUT", 10.0)
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 6)

@@ -28,6 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+# The benchmark's servers listen on loopback, which the outbound policy refuses unless allowed.
+os.environ.setdefault("OUTBOUND_ALLOW_NETWORKS", "127.0.0.0/8")
 
 
 def main() -> None:
@@ -48,6 +50,7 @@ def main() -> None:
     from django.core.management import call_command
     from django.db import close_old_connections, connection
 
+    from dashboard import outbound
     from dashboard.servers.models import McpServer, Snapshot, Transport
     from dashboard.servers.polling import poll_server, record_snapshot, target_for
     from dashboard.teams.models import Team
@@ -115,7 +118,11 @@ def main() -> None:
         # on the largest list served.
         server = McpServer.objects.filter(team=team).order_by("-current_snapshot__fixed_tax_tokens", "pk")[0]
         result = fetch_tools_sync(
-            target_for(server), connect_timeout=10, total_timeout=30, max_bytes=settings.POLL_MAX_BYTES
+            target_for(server),
+            connect_timeout=10,
+            total_timeout=30,
+            max_bytes=settings.POLL_MAX_BYTES,
+            outbound=outbound.policy(),
         )
         n = 50
         t0 = time.perf_counter()

@@ -14,11 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import IN_CI, need
+from tests.helpers import IN_CI, LOOPBACK_NETWORKS, need
 
 ROOT = Path(__file__).resolve().parent.parent
 need_service = need  # the one skip rule: skip locally, fail when CI=true
 __all__ = ["IN_CI", "need_service"]
+
+# Processes the tests start (a Celery worker, manage.py) read the environment.
+os.environ.setdefault("OUTBOUND_ALLOW_NETWORKS", ",".join(LOOPBACK_NETWORKS))
+
+
+@pytest.fixture(autouse=True)
+def loopback_allowed(settings):
+    """Every test may reach loopback (its own servers); a test of the policy sets this to []."""
+    settings.OUTBOUND_ALLOW_NETWORKS = list(LOOPBACK_NETWORKS)
 
 
 @pytest.fixture

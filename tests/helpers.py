@@ -9,14 +9,20 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeVar
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 T = TypeVar("T")
+# The suite's MCP servers, webhook receivers and document servers listen on loopback, which the
+# product refuses by default: the suite allows it (tests/conftest.py), and the tests of the
+# outbound policy take it away again.
+LOOPBACK_NETWORKS = ["127.0.0.0/8", "::1/128"]
 
 
 def need(reason: str) -> None:
@@ -86,3 +92,75 @@ def assert_job_reconciles(job: Any, lines: int) -> None:
     assert job.lines_read == lines
     assert job.stored + job.duplicate + job.ignored + job.quarantined == lines
     assert not job.error
+
+
+class Receiver:
+    """A real HTTP server (on 127.0.0.1 unless told) that records every request and answers from a
+    script of statuses (200 when it runs out): ``ok_reply`` for 2xx, ``reply`` for the rest."""
+
+    def __init__(
+        self,
+        statuses: list[int] | None = None,
+        delay: float = 0.0,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reply: bytes = b"no_service",
+        ok_reply: bytes = b"ok",
+        content_type: str = "text/plain",
+    ) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.statuses = list(statuses or [])
+        self.delay = delay
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                self._answer(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+            def do_GET(self) -> None:  # noqa: N802
+                self._answer(b"")
+
+            def _answer(self, body: bytes) -> None:
+                status = receiver.statuses.pop(0) if receiver.statuses else 200
+                receiver.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "headers": dict(self.headers),
+                        "body": body,
+                        "status": status,
+                    }
+                )
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                answer = ok_reply if status < 400 else reply
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://{host}:{self.port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Receiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def delivered(self) -> list[dict[str, Any]]:
+        """Requests that were answered 2xx, i.e. notifications that actually arrived."""
+        return [r for r in self.requests if 200 <= r["status"] < 300]
+
+    def json(self, index: int = -1) -> Any:
+        return json.loads(self.requests[index]["body"])

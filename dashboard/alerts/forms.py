@@ -8,6 +8,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 
+from dashboard import outbound
 from dashboard.alerts import budgets
 from dashboard.alerts.models import SERVER_MEASURES, Level, Measure, Threshold
 from dashboard.alerts.notify.apprise_sender import validate_url
@@ -82,6 +83,9 @@ class ChannelForm(forms.Form):
         elif kind in (ChannelKind.SLACK, ChannelKind.WEBHOOK):
             if not target.startswith(("https://", "http://")):
                 raise ValidationError("The URL must start with https:// (or http:// on a private network).")
+            problem = outbound.url_problem(target)
+            if problem:
+                raise ValidationError(problem)
             data["config"] = {"url": target}
         else:
             problem = validate_url(target)

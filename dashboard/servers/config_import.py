@@ -5,7 +5,9 @@ turns each of its stacks into a `Stack` of `McpServer`s. The file's main list be
 named by the caller (the file name by default); Claude Code's per-project lists become stacks
 named after their project paths. `${...}` placeholders are kept as written and listed on the
 stack: resolving them would copy a developer's secrets into the dashboard. A server the file marks
-disabled is imported switched off, so it is never polled.
+disabled is imported switched off, so it is never polled. A file with an HTTP server whose host
+resolves inward (the outbound policy) is refused whole, naming each such server: importing the
+rest would quietly change what the stack measures.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
+from dashboard import outbound
 from dashboard.servers.models import McpServer, Stack
 from dashboard.teams.models import Team
 from mcptax.clientconfig import ConfigError, ServerSpec, StackSpec, parse_config_text
@@ -56,11 +59,12 @@ def import_config_text(
 ) -> list[StackImport]:
     """Create or update the file's servers in `team`, one stack per list in the file.
 
-    Raises ConfigError (naming the shapes understood) for a file that is no client config.
-    `allow_stdio=False` (a non-admin importing) skips stdio servers, since those run a command on
+    Raises ConfigError (naming the shapes understood) for a file that is no client config, and
+    (naming the servers) for one whose HTTP servers point inward. `allow_stdio=False` (a non-admin importing) skips stdio servers, since those run a command on
     the worker.
     """
     specs = parse_config_text(text, filename)
+    _refuse_inward_urls(specs)
     owner = user if isinstance(user, User) else None
     with transaction.atomic():
         return [
@@ -69,6 +73,21 @@ def import_config_text(
             )
             for spec in specs
         ]
+
+
+def _refuse_inward_urls(specs: list[StackSpec]) -> None:
+    problems: dict[str, str] = {}
+    for spec in specs:
+        for server in spec.servers:
+            if server.transport != "stdio" and server.name not in problems:
+                problem = outbound.url_problem(server.url)
+                if problem:
+                    problems[server.name] = problem
+    if problems:
+        raise ConfigError(
+            "Nothing was imported: the URL of "
+            + "; of ".join(f"{name} is refused ({problem})" for name, problem in problems.items())
+        )
 
 
 def _import_stack(

@@ -7,6 +7,7 @@ from typing import Any
 
 from django import forms
 
+from dashboard import outbound
 from dashboard.crypto import mask
 from dashboard.servers.models import McpServer, Transport
 from dashboard.teams.models import Team
@@ -95,6 +96,8 @@ class ServerForm(forms.ModelForm[McpServer]):
         elif transport in (Transport.HTTP, Transport.SSE):
             if not data.get("url"):
                 self.add_error("url", "An HTTP or SSE server needs a URL.")
+            elif problem := outbound.url_problem(data["url"]):
+                self.add_error("url", problem)
             self.instance.command, self.instance.args = "", []
         try:
             if data.get("env_text"):

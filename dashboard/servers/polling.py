@@ -20,6 +20,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard import outbound
 from dashboard.servers.models import (
     TRANSIENT_OUTCOMES,
     McpServer,
@@ -88,6 +89,7 @@ def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
             connect_timeout=settings.POLL_CONNECT_TIMEOUT,
             total_timeout=settings.POLL_TOTAL_TIMEOUT,
             max_bytes=settings.POLL_MAX_BYTES,
+            outbound=outbound.policy(),
         )
         snapshot, changed = record_snapshot(server, result)
     except PollError as exc:

@@ -3,17 +3,17 @@
 - Only allow-listed hosts (GitHub by default); `github.com/<owner>/<repo>/blob/<ref>/<path>` is
   turned into its raw file URL.
 - Redirects are followed by hand, one hop at a time, and every hop must stay on the list.
-- Private, loopback and link-local addresses are refused unless the operator allows them (the
-  resolved address is checked, not just the name, so a public name pointing inward is refused).
+- Every connection goes through the outbound policy (``mcptax.outbound``): the name is resolved
+  once, an inward answer (private, loopback, link-local, CGNAT, ...) is refused unless the
+  operator allows its network, and the connection goes to the address that was checked.
+- https only; plain http only to a host whose addresses are all in a network the operator allows.
 - The size limit is enforced by reading one byte past it: over the limit is refused, never cut.
 """
 
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import re
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import urljoin, urlsplit
@@ -21,6 +21,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from mcptax.bulk import count_lines
+from mcptax.outbound import OutboundPolicy, OutboundRefused, PinnedTransport
 
 DEFAULT_ALLOWED_HOSTS = ("github.com", "raw.githubusercontent.com", "gist.githubusercontent.com")
 GITHUB_BLOB = re.compile(r"^https://github\.com/([^/]+)/([^/]+)/blob/(.+)$")
@@ -62,37 +63,23 @@ def host_allowed(host: str, allowed_hosts: Sequence[str]) -> bool:
     return False
 
 
-def _check_address(host: str, port: int, allow_private: bool) -> None:
-    try:
-        infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
-    except socket.gaierror as exc:
-        raise FetchRefused(f"cannot resolve {host}: {exc}") from None
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        inward = (
-            address.is_private
-            or address.is_loopback
-            or address.is_link_local
-            or address.is_reserved
-            or address.is_multicast
-            or address.is_unspecified
-        )
-        if inward and not allow_private:
-            raise FetchRefused(
-                f"{host} resolves to {address}, a private or loopback address; an operator must allow it"
-            )
-
-
-def _check_url(url: str, allowed_hosts: Sequence[str], allow_private: bool) -> None:
+def _check_url(url: str, allowed_hosts: Sequence[str], outbound: OutboundPolicy) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http"):
         raise FetchRefused(f"only http(s) URLs can be fetched, not {parts.scheme or 'a relative URL'!r}")
-    if parts.scheme == "http" and not allow_private:
-        raise FetchRefused("plain http is refused; use https")
     host = parts.hostname or ""
     if not host_allowed(host, allowed_hosts):
         raise FetchRefused(f"host {host!r} is not on the allow-list ({', '.join(allowed_hosts)})")
-    _check_address(host, parts.port or (443 if parts.scheme == "https" else 80), allow_private)
+    if parts.scheme == "http" and not _inside_allowed_networks(host, parts.port or 80, outbound):
+        raise FetchRefused("plain http is refused; use https")
+
+
+def _inside_allowed_networks(host: str, port: int, outbound: OutboundPolicy) -> bool:
+    # Only decides the scheme; the connection itself is checked again when it is made.
+    try:
+        return all(outbound.operator_allowed(a) for a in outbound.resolve(host, port))
+    except OSError:
+        return False
 
 
 def fetch_reference(
@@ -100,17 +87,32 @@ def fetch_reference(
     *,
     allowed_hosts: Sequence[str] = DEFAULT_ALLOWED_HOSTS,
     max_bytes: int = 10 * 1024 * 1024,
-    allow_private: bool = False,
+    outbound: OutboundPolicy | None = None,
     timeout: float = 20.0,
 ) -> FetchedDocument:
-    """Fetch `url` under the rules above, or raise FetchRefused with the reason."""
+    """Fetch `url` under the rules above, or raise FetchRefused with the reason.
+
+    ``outbound`` is the operator's policy (public addresses only when None).
+    """
+    try:
+        return _fetch(url, allowed_hosts, max_bytes, outbound or OutboundPolicy(), timeout)
+    except OutboundRefused as exc:
+        raise FetchRefused(f"refused by the outbound policy: {exc}") from None
+
+
+def _fetch(
+    url: str, allowed_hosts: Sequence[str], max_bytes: int, outbound: OutboundPolicy, timeout: float
+) -> FetchedDocument:
     original = url
     url = normalize_url(url)
     with httpx.Client(
-        timeout=timeout, follow_redirects=False, headers={"Accept-Encoding": "identity"}
+        timeout=timeout,
+        follow_redirects=False,
+        headers={"Accept-Encoding": "identity"},
+        transport=PinnedTransport(outbound),
     ) as client:
         for _hop in range(MAX_REDIRECTS + 1):
-            _check_url(url, allowed_hosts, allow_private)
+            _check_url(url, allowed_hosts, outbound)
             with client.stream("GET", url) as response:
                 if response.is_redirect:
                     location = response.headers.get("location", "")

@@ -7,8 +7,8 @@ paste is tied to it by indexed lookups. Registering re-judges the verdicts it ca
 
 URL registration goes through ``ingest.fidelity.fetch.fetch_reference`` under the operator's settings:
 ``REFERENCE_ALLOWED_HOSTS`` (GitHub by default; ``github.com/.../blob/...`` becomes the raw file),
-``REFERENCE_MAX_BYTES`` (over the limit is refused, never cut) and ``REFERENCE_ALLOW_PRIVATE``
-(private and loopback addresses refused unless true).
+``REFERENCE_MAX_BYTES`` (over the limit is refused, never cut) and the outbound policy
+(``OUTBOUND_ALLOW_NETWORKS``: inward addresses refused unless their network is allowed).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import httpx
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from dashboard import outbound
 from dashboard.teams.models import Team
 from ingest.fidelity import verdicts
 from ingest.fidelity.fetch import FetchRefused, fetch_reference
@@ -110,7 +111,7 @@ def register_url(
             url,
             allowed_hosts=list(settings.REFERENCE_ALLOWED_HOSTS),
             max_bytes=max_bytes(),
-            allow_private=bool(settings.REFERENCE_ALLOW_PRIVATE),
+            outbound=outbound.policy(),
         )
     except FetchRefused as exc:
         raise ReferenceRefused(str(exc)) from None

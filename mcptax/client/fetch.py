@@ -20,6 +20,10 @@ from mcptax.client.http import sse, streamable_http
 from mcptax.client.stdio import bounded_stdio
 from mcptax.client.tap import Capture, TappedTransport
 from mcptax.client.target import FetchResult, PollError, ServerTarget
+from mcptax.outbound import OutboundPolicy
+
+# Public addresses only: a caller that may reach further passes its own policy.
+PUBLIC_ONLY = OutboundPolicy()
 
 # One message may carry a little more than the tools themselves (JSON-RPC envelope, _meta), so the
 # transports allow this much above max_bytes; the exact limit is applied to the tools/list results.
@@ -58,6 +62,7 @@ async def fetch_tools(
     total_timeout: float,
     max_bytes: int,
     include_prompts_resources: bool = True,
+    outbound: OutboundPolicy = PUBLIC_ONLY,
 ) -> FetchResult:
     """Connect, negotiate, fetch every ``tools/list`` page, and disconnect.
 
@@ -65,7 +70,8 @@ async def fetch_tools(
     ``total_timeout`` bounds the whole exchange (stopping a stdio server may take up to a few
     seconds more, shielded). ``max_bytes`` bounds the sum of the raw ``tools/list`` results
     (``payload_bytes``). Prompts and resources are counted only when advertised, and only with
-    the time left; a count that could not be taken is ``None``.
+    the time left; a count that could not be taken is ``None``. HTTP and SSE connections go
+    only where ``outbound`` allows (a refusal is a ``connect_error`` naming the address's class).
 
     Raises ``PollError`` with one of the outcomes in ``OUTCOMES``.
     """
@@ -77,9 +83,9 @@ async def fetch_tools(
     if target.transport == "stdio":
         inner: AbstractAsyncContextManager[Any] = bounded_stdio(target, capture, message_limit)
     elif target.transport == "http":
-        inner = streamable_http(target, capture, message_limit, connect_timeout, total_timeout)
+        inner = streamable_http(target, capture, message_limit, connect_timeout, total_timeout, outbound)
     else:
-        inner = sse(target, capture, message_limit, connect_timeout, total_timeout)
+        inner = sse(target, capture, message_limit, connect_timeout, total_timeout, outbound)
 
     result: FetchResult | None = None
     phase = "connect"
@@ -172,6 +178,7 @@ def fetch_tools_sync(
     total_timeout: float,
     max_bytes: int,
     include_prompts_resources: bool = True,
+    outbound: OutboundPolicy = PUBLIC_ONLY,
 ) -> FetchResult:
     """``fetch_tools`` for synchronous callers (Celery tasks, management commands)."""
     call = functools.partial(
@@ -181,6 +188,7 @@ def fetch_tools_sync(
         total_timeout=total_timeout,
         max_bytes=max_bytes,
         include_prompts_resources=include_prompts_resources,
+        outbound=outbound,
     )
     try:
         asyncio.get_running_loop()

@@ -1,5 +1,6 @@
 """Streamable HTTP and legacy SSE, with every response body read through a byte-counting httpx
-transport: over-size input is refused, never truncated."""
+transport (over-size input is refused, never truncated) whose connections go only where the
+outbound policy allows (:mod:`mcptax.outbound`: resolved once, connected to the checked address)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcptax.client.tap import Capture, too_large_message
-from mcptax.client.target import ServerTarget
+from mcptax.client.target import PollError, ServerTarget
+from mcptax.outbound import AsyncPinnedTransport, OutboundPolicy, OutboundRefused
 
 # A legacy SSE connection carries the whole session on one response; allow the handshake and the
 # prompts/resources listings on top of the tools.
@@ -45,15 +47,26 @@ class _CappedStream(httpx2.AsyncByteStream):
 
 
 class _CappedTransport(httpx2.AsyncBaseTransport):
-    """Counts every response body's bytes as they arrive and stops reading past the limit."""
+    """Counts every response body's bytes as they arrive and stops reading past the limit; opens
+    connections only where ``policy`` allows."""
 
-    def __init__(self, limit: int, capture: Capture) -> None:
-        self._inner = httpx2.AsyncHTTPTransport()
+    def __init__(self, limit: int, capture: Capture, policy: OutboundPolicy) -> None:
+        self._inner = AsyncPinnedTransport(policy)
         self._limit = limit
         self._capture = capture
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
+        try:
+            response = await self._inner.handle_async_request(request)
+        except OutboundRefused as exc:
+            # The capture keeps the reason (the SDK may wrap or swallow what we raise); the SDK
+            # sees an ordinary connection failure and ends the session.
+            self._capture.set_fault(PollError("connect_error", f"refused by the outbound policy: {exc}"))
+            raise httpx2.ConnectError(str(exc), request=request) from exc
+        if response.status_code >= 400 and request.method == "POST":
+            # A GET for the optional notification stream may well be refused (405); only an
+            # answer to a message is evidence about the failure.
+            self._capture.http_status = response.status_code
         return httpx2.Response(
             status_code=response.status_code,
             headers=response.headers,
@@ -71,21 +84,22 @@ def _http_headers(target: ServerTarget) -> dict[str, str]:
     return {"Accept-Encoding": "identity", **target.headers}
 
 
-def _http_client(
-    target: ServerTarget, capture: Capture, limit: int, timeout: httpx2.Timeout
-) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(
-        headers=_http_headers(target), timeout=timeout, transport=_CappedTransport(limit, capture)
-    )
-
-
 @asynccontextmanager
 async def streamable_http(
-    target: ServerTarget, capture: Capture, message_limit: int, connect_timeout: float, total_timeout: float
+    target: ServerTarget,
+    capture: Capture,
+    message_limit: int,
+    connect_timeout: float,
+    total_timeout: float,
+    policy: OutboundPolicy,
 ) -> AsyncIterator[tuple[Any, Any]]:
     timeout = httpx2.Timeout(total_timeout, connect=connect_timeout)
     async with (
-        _http_client(target, capture, message_limit, timeout) as http_client,
+        httpx2.AsyncClient(
+            headers=_http_headers(target),
+            timeout=timeout,
+            transport=_CappedTransport(message_limit, capture, policy),
+        ) as http_client,
         streamable_http_client(
             target.url, http_client=http_client, max_sse_event_size=message_limit
         ) as streams,
@@ -94,7 +108,12 @@ async def streamable_http(
 
 
 def sse(
-    target: ServerTarget, capture: Capture, message_limit: int, connect_timeout: float, total_timeout: float
+    target: ServerTarget,
+    capture: Capture,
+    message_limit: int,
+    connect_timeout: float,
+    total_timeout: float,
+    policy: OutboundPolicy,
 ) -> AbstractAsyncContextManager[Any]:
     stream_limit = message_limit + SSE_STREAM_SLACK_BYTES
 
@@ -107,7 +126,7 @@ def sse(
             headers={**_http_headers(target), **(headers or {})},
             timeout=timeout,
             auth=auth,
-            transport=_CappedTransport(stream_limit, capture),
+            transport=_CappedTransport(stream_limit, capture, policy),
         )
 
     return sse_client(

@@ -12,7 +12,7 @@ import anyio
 import mcp_types
 from mcp.shared.message import SessionMessage
 
-from mcptax.client.target import PollError, canonical_bytes, preview
+from mcptax.client.target import PollError, canonical_bytes, exception_summary
 
 
 class Capture:
@@ -25,6 +25,8 @@ class Capture:
         self.payload_bytes = 0
         self.handshake: dict[str, Any] | None = None
         self.fault: PollError | None = None
+        # The last HTTP error status seen: the SDK turns it into a JSON-RPC error without it.
+        self.http_status: int | None = None
 
     def set_fault(self, error: PollError) -> None:
         # The first fault is the cause; later ones are consequences of the teardown it started.
@@ -81,7 +83,7 @@ class _ReadTap:
         item: SessionMessage | Exception = await self._inner.receive()
         if isinstance(item, Exception):
             self._capture.set_fault(
-                PollError("protocol_error", f"unreadable message from the server: {preview(str(item))}")
+                PollError("protocol_error", f"unreadable message from the server ({exception_summary(item)})")
             )
         else:
             self._capture.incoming(item.message)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from pydantic import ValidationError
+
 from mcptax.tokens import canonical
 
 # How the poller reaches a server. Named apart from the SDK's ``Transport`` (a stream pair factory)
@@ -83,3 +85,12 @@ def canonical_bytes(value: Any) -> bytes:
 def preview(data: bytes | str) -> str:
     text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else data
     return text[:PREVIEW_CHARS] + ("..." if len(text) > PREVIEW_CHARS else "")
+
+
+def exception_summary(exc: BaseException) -> str:
+    """What kind of failure ``exc`` is, without the text it carries: pydantic's message repeats
+    the input it refused, which is the server's reply."""
+    if isinstance(exc, ValidationError):
+        kinds = sorted({error["type"] for error in exc.errors(include_url=False, include_input=False)})
+        return f"{exc.error_count()} validation error(s): {', '.join(kinds[:5])}"
+    return type(exc).__name__

@@ -77,6 +77,22 @@ def test_bad_boolean_is_a_clear_error(tmp_path):
     assert "DEBUG must be a boolean" in result.stderr
 
 
+def test_a_bad_outbound_network_and_the_removed_reference_switch_stop_the_start(tmp_path):
+    bad = _settings_in_subprocess({"OUTBOUND_ALLOW_NETWORKS": "10.0.0.0/8,gateway.internal"}, tmp_path)
+    assert bad.returncode != 0
+    assert "OUTBOUND_ALLOW_NETWORKS: 'gateway.internal' is not a network" in bad.stderr
+    removed = _settings_in_subprocess({"REFERENCE_ALLOW_PRIVATE": "true"}, tmp_path)
+    assert removed.returncode != 0
+    assert (
+        "REFERENCE_ALLOW_PRIVATE was removed" in removed.stderr
+        and "OUTBOUND_ALLOW_NETWORKS" in removed.stderr
+    )
+    assert (
+        _settings_in_subprocess({"OUTBOUND_ALLOW_NETWORKS": "10.20.0.0/16, fd00::/8"}, tmp_path).returncode
+        == 0
+    )
+
+
 def test_check_deploy_passes_with_production_settings(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL"}}
     env.update(PRODUCTION_ENV, VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings")

@@ -30,5 +30,8 @@ class SlackSender(Sender):
             blocks.append({"type": "section", "fields": fields})
         body = json.dumps({"text": f"{message.subject}\n{message.text}", "blocks": blocks}).encode()
         return http.post(
-            self.config.get("url", ""), content=body, headers={"Content-Type": "application/json"}
+            self.config.get("url", ""),
+            content=body,
+            headers={"Content-Type": "application/json"},
+            what="the Slack webhook",
         )

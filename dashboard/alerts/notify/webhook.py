@@ -36,4 +36,4 @@ class WebhookSender(Sender):
             TIMESTAMP_HEADER: str(int(time.time())),
             EVENT_HEADER: message.payload.get("event", ""),
         }
-        return http.post(self.config.get("url", ""), content=body, headers=headers)
+        return http.post(self.config.get("url", ""), content=body, headers=headers, what="the webhook")

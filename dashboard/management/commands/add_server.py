@@ -5,6 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from dashboard import outbound
 from dashboard.servers.models import McpServer, Transport
 from dashboard.teams.models import Team
 
@@ -41,6 +42,9 @@ class Command(BaseCommand):
                 transport=Transport.HTTP if opts["url"] else Transport.SSE, url=opts["url"] or opts["sse"]
             )
             fields["headers"] = dict(_pair(h, ":", "--header") for h in opts["header"])
+            problem = outbound.url_problem(str(fields["url"]))
+            if problem:
+                raise CommandError(problem)
         if opts["interval"]:
             fields["poll_interval_seconds"] = opts["interval"]
         server = McpServer.objects.create(team=team, name=opts["name"], **fields)

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dashboard.alerts.budgets import evaluate_snapshot, open_or_update_alert
 from dashboard.alerts.models import Alert, Level, Measure
@@ -19,53 +16,9 @@ from dashboard.servers.polling import poll_server, record_snapshot
 from examples.servers.launch import stdio_command
 from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
 from tests.conftest import ROOT
+from tests.helpers import Receiver
 
-
-class Receiver:
-    """A real HTTP server on 127.0.0.1 that records requests and answers from a script of statuses."""
-
-    def __init__(self, statuses: list[int] | None = None, delay: float = 0.0) -> None:
-        self.requests: list[dict] = []
-        self.statuses = list(statuses or [])
-        self.delay = delay
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                status = receiver.statuses.pop(0) if receiver.statuses else 200
-                receiver.requests.append(
-                    {"path": self.path, "headers": dict(self.headers), "body": body, "status": status}
-                )
-                if receiver.delay:
-                    time.sleep(receiver.delay)
-                self.send_response(status)
-                self.send_header("Content-Type", "text/plain")
-                self.end_headers()
-                self.wfile.write(b"ok" if status < 400 else b"no_service")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Receiver:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def delivered(self) -> list[dict]:
-        """Requests that were answered 2xx, i.e. notifications that actually arrived."""
-        return [r for r in self.requests if 200 <= r["status"] < 300]
-
-    def json(self, index: int = -1) -> dict:
-        return json.loads(self.requests[index]["body"])
+__all__ = ["Receiver"]
 
 
 def open_alert(team, rule_key="server:x:fixed_tax_tokens", level=Level.ERROR, value=4125.0):

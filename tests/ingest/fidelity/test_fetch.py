@@ -9,6 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from ingest.fidelity.fetch import FetchRefused, fetch_reference, host_allowed, normalize_url
+from mcptax.outbound import OutboundPolicy
+from tests.helpers import LOOPBACK_NETWORKS
 
 DOC = ("# Skill\n\n" + "Use the reference, not a pasted copy.\n" * 300).encode()
 
@@ -63,7 +65,8 @@ def origin():
     server.shutdown()
 
 
-LAB = {"allowed_hosts": ["127.0.0.1"], "allow_private": True}
+LOOPBACK = OutboundPolicy.from_entries(LOOPBACK_NETWORKS)
+LAB = {"allowed_hosts": ["127.0.0.1"], "outbound": LOOPBACK}
 
 
 def test_fetch_records_sha_bytes_and_lines(origin):
@@ -89,10 +92,10 @@ def test_size_limit_refuses_one_byte_over_and_accepts_exactly(origin, path):
 
 
 def test_private_addresses_and_unlisted_hosts_are_refused(origin):
-    with pytest.raises(FetchRefused):
+    with pytest.raises(FetchRefused, match="loopback"):
         fetch_reference(f"{origin}/doc.md", allowed_hosts=["127.0.0.1"])  # loopback not allowed
     with pytest.raises(FetchRefused, match="not on the allow-list"):
-        fetch_reference(f"{origin}/doc.md", allowed_hosts=["github.com"], allow_private=True)
+        fetch_reference(f"{origin}/doc.md", allowed_hosts=["github.com"], outbound=LOOPBACK)
     with pytest.raises(FetchRefused, match="http"):
         fetch_reference("file:///etc/passwd", **LAB)
     with pytest.raises(FetchRefused, match="HTTP 404"):
@@ -107,3 +110,39 @@ def test_github_blob_urls_become_raw_urls():
     assert normalize_url("https://example.com/a") == "https://example.com/a"
     assert host_allowed("raw.githubusercontent.com", ["*.githubusercontent.com"])
     assert not host_allowed("evilgithubusercontent.com", ["*.githubusercontent.com"])
+
+
+def test_a_refused_reference_fetch_sends_nothing():
+    from tests.helpers import Receiver
+
+    with Receiver() as target:
+        url = f"http://127.0.0.1:{target.port}/doc.md"
+        with pytest.raises(FetchRefused, match="127.0.0.1 is a loopback address"):
+            fetch_reference(url, allowed_hosts=["127.0.0.1"])
+        assert target.requests == []
+        assert fetch_reference(url, allowed_hosts=["127.0.0.1"], outbound=LOOPBACK).content == b"ok"
+        assert len(target.requests) == 1
+
+
+def test_a_reference_fetch_checks_the_answer_it_connects_to():
+    from tests.helpers import Receiver
+
+    # The first answer (127.0.0.1, allowed) decides that plain http may be used; the connection
+    # resolves for itself, gets 10.0.0.5, and is refused instead of going anywhere.
+    answers = iter([["127.0.0.1"], ["10.0.0.5"]])
+    asked = []
+
+    def rebinding(host, port):
+        asked.append(host)
+        return next(answers)
+
+    outbound = OutboundPolicy.from_entries(["127.0.0.1/32"], resolver=rebinding)
+    with Receiver() as target:
+        with pytest.raises(FetchRefused, match="docs.rebind.test resolves to 10.0.0.5, a private address"):
+            fetch_reference(
+                f"http://docs.rebind.test:{target.port}/doc.md",
+                allowed_hosts=["docs.rebind.test"],
+                outbound=outbound,
+            )
+        assert target.requests == []
+    assert asked == ["docs.rebind.test", "docs.rebind.test"]

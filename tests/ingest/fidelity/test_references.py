@@ -69,17 +69,14 @@ def loopback_site() -> Iterator[str]:
 
 def test_url_registration_follows_the_operator_settings(team, settings, loopback_site, tmp_path):
     url = f"{loopback_site}/docs/eight.md"
-    # Defaults: GitHub only, private addresses refused.
-    with pytest.raises(references.ReferenceRefused, match="plain http is refused"):
-        references.register_url(team, url)
-    settings.REFERENCE_ALLOW_PRIVATE = True
+    # Defaults: GitHub only.
     with pytest.raises(references.ReferenceRefused, match="not on the allow-list"):
         references.register_url(team, url)
     settings.REFERENCE_ALLOWED_HOSTS = ["127.0.0.1"]
-    settings.REFERENCE_ALLOW_PRIVATE = False
-    with pytest.raises(references.ReferenceRefused):
-        references.register_url(team, url)  # loopback, not allowed
-    settings.REFERENCE_ALLOW_PRIVATE = True
+    settings.OUTBOUND_ALLOW_NETWORKS = []
+    with pytest.raises(references.ReferenceRefused, match="loopback address"):
+        references.register_url(team, url)  # loopback, not allowed by the outbound policy
+    settings.OUTBOUND_ALLOW_NETWORKS = ["127.0.0.0/8"]
     with pytest.raises(references.ReferenceRefused):
         references.register_url(team, f"{loopback_site}/moved")  # a redirect off the list
     settings.REFERENCE_MAX_BYTES = 100

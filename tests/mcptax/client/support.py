@@ -7,13 +7,16 @@ from typing import Any
 
 from examples.servers.launch import stdio_command
 from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
-from tests.helpers import compact, wait_until
+from mcptax.outbound import OutboundPolicy
+from tests.helpers import LOOPBACK_NETWORKS, compact, wait_until
 
 CONNECT_TIMEOUT = 2.0
 TOTAL_TIMEOUT = 4.0
 # Timeouts no fault may wait for: a fault noticed at once cannot be reported as a timeout.
 NEVER = {"connect_timeout": 60.0, "total_timeout": 90.0}
 MAX_BYTES = 2_000_000
+# The example servers listen on loopback.
+LOOPBACK = OutboundPolicy.from_entries(LOOPBACK_NETWORKS)
 
 
 def stdio_target(server: str, *args: str, env: dict[str, str] | None = None) -> ServerTarget:
@@ -21,11 +24,12 @@ def stdio_target(server: str, *args: str, env: dict[str, str] | None = None) -> 
     return ServerTarget("stdio", command=command, args=argv, env=child_env)
 
 
-def fetch(target: ServerTarget, **overrides: float | int | bool) -> FetchResult:
+def fetch(target: ServerTarget, **overrides: Any) -> FetchResult:
     options: dict[str, Any] = {
         "connect_timeout": CONNECT_TIMEOUT * 4,
         "total_timeout": TOTAL_TIMEOUT * 4,
         "max_bytes": MAX_BYTES,
+        "outbound": LOOPBACK,
         **overrides,
     }
     return fetch_tools_sync(target, **options)
