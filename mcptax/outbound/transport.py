@@ -16,6 +16,7 @@ SDK's ``httpx2``/``httpcore2`` (asynchronous: the poller).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Iterable
 from typing import Any
 
@@ -117,12 +118,13 @@ def _resolve(policy: OutboundPolicy, host: str, port: int, connect_error: type[E
 
 
 class PinnedTransport(httpx.HTTPTransport):
-    """``httpx.HTTPTransport`` whose every connection goes through ``PinnedBackend``."""
+    """``httpx.HTTPTransport`` whose every connection goes through ``PinnedBackend``. ``verify``
+    is httpx's (the system's CAs by default; an ``ssl.SSLContext`` to trust others)."""
 
-    def __init__(self, policy: OutboundPolicy) -> None:
+    def __init__(self, policy: OutboundPolicy, verify: ssl.SSLContext | bool = True) -> None:
         super().__init__(trust_env=False)
         self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(trust_env=False),
+            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
             network_backend=PinnedBackend(policy),
             **POOL_LIMITS,
         )

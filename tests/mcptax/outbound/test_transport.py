@@ -89,3 +89,58 @@ def test_a_name_that_does_not_resolve_is_a_connection_error() -> None:
         _get_sync(OutboundPolicy(resolver=nowhere), "http://mcp.example.invalid/")
     with pytest.raises(httpx2.ConnectError, match="cannot resolve mcp.example.invalid"):
         _get_async(OutboundPolicy(resolver=nowhere), "http://mcp.example.invalid/")
+
+
+def _certificate_for(name: str, directory) -> tuple[str, str]:
+    """A self-signed certificate for ``name`` (and its key), as PEM files in ``directory``."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+def test_tls_names_the_host_and_verifies_its_certificate_while_connecting_to_the_checked_address(tmp_path):
+    import ssl
+
+    cert, key = _certificate_for("docs.pinned.test", tmp_path)
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert, key)
+    seen_names: list[str | None] = []
+    server_context.sni_callback = lambda sock, name, ctx: seen_names.append(name)
+    trust = ssl.create_default_context(cafile=cert)
+    policy = OutboundPolicy.from_entries(["127.0.0.1/32"], resolver=lambda host, port: ["127.0.0.1"])
+    with Receiver() as server:
+        server.server.socket = server_context.wrap_socket(server.server.socket, server_side=True)
+        with httpx.Client(transport=PinnedTransport(policy, verify=trust)) as client:
+            assert client.get(f"https://docs.pinned.test:{server.port}/doc").status_code == 200
+            # The same address under another name: the certificate does not match, so no request.
+            with pytest.raises(httpx.ConnectError, match="certificate verify failed|match"):
+                client.get(f"https://other.pinned.test:{server.port}/doc")
+    assert seen_names == ["docs.pinned.test", "other.pinned.test"]
+    assert [r["headers"]["Host"] for r in server.requests] == [f"docs.pinned.test:{server.port}"]
