@@ -12,7 +12,7 @@ from uuid import UUID
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
@@ -23,28 +23,30 @@ from dashboard.alerts.models import Alert, Threshold
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import Channel
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page, wants_fragment
-from dashboard.teams.access import get_team_for_user
+from dashboard.teams.access import Action, get_team_for_user, require
 from dashboard.teams.models import Team
 
 PAGE_SIZE = 25
 
 
-def _get_alert_for_user(request: HtmxHttpRequest, team_slug: str, code: UUID) -> tuple[Team, Alert]:
-    team = get_team_for_user(request, team_slug)
+def _get_alert_for_user(
+    request: HtmxHttpRequest, team_slug: str, code: UUID, action: Action = Action.VIEW
+) -> tuple[Team, Alert]:
+    team = get_team_for_user(request, team_slug, action)
     return team, get_object_or_404(selectors.alerts(team), code=code)
 
 
 def _get_threshold_for_user(
-    request: HtmxHttpRequest, team_slug: str, threshold_id: int
+    request: HtmxHttpRequest, team_slug: str, threshold_id: int, action: Action = Action.VIEW
 ) -> tuple[Team, Threshold]:
-    team = get_team_for_user(request, team_slug)
+    team = get_team_for_user(request, team_slug, action)
     return team, get_object_or_404(selectors.thresholds(team), pk=threshold_id)
 
 
 def _get_channel_for_user(
-    request: HtmxHttpRequest, team_slug: str, code: UUID, *, admin: bool = False
+    request: HtmxHttpRequest, team_slug: str, code: UUID, action: Action = Action.VIEW
 ) -> tuple[Team, Channel]:
-    team = get_team_for_user(request, team_slug, admin=admin)
+    team = get_team_for_user(request, team_slug, action)
     return team, get_object_or_404(selectors.channels(team), code=code)
 
 
@@ -81,7 +83,7 @@ def _row(request: HtmxHttpRequest, team: Team, alert: Alert, error: str = "") ->
 @login_required
 @require_POST
 def alert_acknowledge(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
-    team, alert = _get_alert_for_user(request, team_slug, code)
+    team, alert = _get_alert_for_user(request, team_slug, code, Action.HANDLE_ALERTS)
     if not alert.acknowledge(request.user, request.POST.get("note", "").strip()):
         return _row(
             request,
@@ -95,7 +97,7 @@ def alert_acknowledge(request: HtmxHttpRequest, team_slug: str, code: UUID) -> H
 @login_required
 @require_POST
 def alert_silence(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
-    team, alert = _get_alert_for_user(request, team_slug, code)
+    team, alert = _get_alert_for_user(request, team_slug, code, Action.HANDLE_ALERTS)
     until_raw = request.POST.get("until", "").strip()
     until_release = request.POST.get("until_release") == "1"
     until = None
@@ -121,6 +123,8 @@ def alert_silence(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
 def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     form = ThresholdForm(team, request.POST or None)
+    if request.method == "POST":
+        require(request, team, Action.MANAGE_BUDGETS)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         Threshold.objects.create(
@@ -141,7 +145,7 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def threshold_update(request: HtmxHttpRequest, team_slug: str, threshold_id: int) -> HttpResponse:
-    team, rule = _get_threshold_for_user(request, team_slug, threshold_id)
+    team, rule = _get_threshold_for_user(request, team_slug, threshold_id, Action.MANAGE_BUDGETS)
     action = request.POST.get("action")
     error = ""
     if action == "delete":
@@ -177,11 +181,9 @@ def threshold_update(request: HtmxHttpRequest, team_slug: str, threshold_id: int
 @login_required
 def channels(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
-    is_admin = team.is_admin(request.user)
     form = ChannelForm(request.POST or None)
     if request.method == "POST":
-        if not is_admin:
-            raise Http404("Team admins only")
+        require(request, team, Action.MANAGE_CHANNELS)
         if form.is_valid():
             d = form.cleaned_data
             channel = Channel.objects.create(
@@ -194,7 +196,7 @@ def channels(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             )
             messages.success(request, f"Channel {channel.name} added. Send a test to check it.")
             return redirect("channel_detail", team_slug=team.slug, code=channel.code)
-    ctx = {"team": team, "form": form, "is_admin": is_admin, "channels": selectors.channels(team)}
+    ctx = {"team": team, "form": form, "channels": selectors.channels(team)}
     return render(request, "alerts/channels.html", ctx)
 
 
@@ -202,14 +204,14 @@ def channels(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 def channel_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, channel = _get_channel_for_user(request, team_slug, code)
     page = Paginator(selectors.channel_attempts(channel), PAGE_SIZE).get_page(request.GET.get("page"))
-    ctx = {"team": team, "channel": channel, "page": page, "is_admin": team.is_admin(request.user)}
+    ctx = {"team": team, "channel": channel, "page": page}
     return render_page(request, "alerts/channel_detail.html", ctx, fragment="attempts")
 
 
 @login_required
 @require_POST
 def channel_action(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
-    team, channel = _get_channel_for_user(request, team_slug, code, admin=True)
+    team, channel = _get_channel_for_user(request, team_slug, code, Action.MANAGE_CHANNELS)
     action = request.POST.get("action")
     if action == "test":
         attempt = send_test(channel)

@@ -13,38 +13,66 @@ rest would quietly change what the stack measures.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 
 from dashboard import outbound
-from dashboard.servers.models import McpServer, Stack
+from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.teams.models import Team
-from mcptax.clientconfig import ConfigError, ServerSpec, StackSpec, parse_config_text
+from dashboard.teams.permissions import Action, Role, allows
+from mcptax.clientconfig import PLACEHOLDER, ConfigError, ServerSpec, StackSpec, parse_config_text
 
-__all__ = ["ConfigError", "StackImport", "import_config_text"]
+__all__ = ["SHELL", "ConfigError", "Importer", "StackImport", "import_config_text"]
 
 NAME_MAX = 100
 
 
 @dataclass
 class StackImport:
-    stack: Stack
+    stack: Stack | None
+    name: str = ""
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    # Entries left alone, each with the reason (the importer's role may not make that change).
+    skipped: dict[str, str] = field(default_factory=dict)
     disabled: list[str] = field(default_factory=list)
     placeholders: dict[str, list[str]] = field(default_factory=dict)
+    # Set when the whole stack was left alone (it belongs to someone else).
+    refused: str = ""
 
     def to_dict(self) -> dict[str, object]:
         return {
-            "stack": self.stack.name,
+            "stack": self.name,
             "created": self.created,
             "updated": self.updated,
-            "skipped": self.skipped,
+            "skipped": list(self.skipped),
+            "skipped_reasons": self.skipped,
+            "refused": self.refused,
             "disabled": self.disabled,
             "unresolved_placeholders": self.placeholders,
         }
+
+
+@dataclass(frozen=True)
+class Importer:
+    """Who imports: their role decides what the import may create or change (the role matrix).
+
+    The `import_servers` command runs with shell access and imports as an owner.
+    """
+
+    role: str
+    user: User | None = None
+
+    def may(self, action: Action) -> bool:
+        return allows(self.role, action)
+
+    def may_edit(self, server: McpServer) -> bool:
+        return self.may(server.edit_action(self.user or AnonymousUser()))
+
+
+SHELL = Importer(role=Role.OWNER)
 
 
 def import_config_text(
@@ -52,25 +80,23 @@ def import_config_text(
     text: str,
     *,
     filename: str,
+    importer: Importer,
     stack_name: str = "",
     source: str = "",
-    user: User | AnonymousUser | None = None,
-    allow_stdio: bool = True,
 ) -> list[StackImport]:
     """Create or update the file's servers in `team`, one stack per list in the file.
 
     Raises ConfigError (naming the shapes understood) for a file that is no client config, and
-    (naming the servers) for one whose HTTP servers point inward. `allow_stdio=False` (a non-admin importing) skips stdio servers, since those run a command on
-    the worker.
+    (naming the servers) for one whose HTTP servers point inward. What `importer` may not do is
+    skipped with the reason, never done: a stdio server (it runs a command on the worker) without
+    REGISTER_STDIO_SERVER, an existing server it may not edit, an existing stack someone else
+    imported.
     """
     specs = parse_config_text(text, filename)
     _refuse_inward_urls(specs)
-    owner = user if isinstance(user, User) else None
     with transaction.atomic():
         return [
-            _import_stack(
-                team, spec, spec.name(stack_name or filename), source or filename, owner, allow_stdio
-            )
+            _import_stack(team, spec, spec.name(stack_name or filename), source or filename, importer)
             for spec in specs
         ]
 
@@ -90,18 +116,27 @@ def _refuse_inward_urls(specs: list[StackSpec]) -> None:
         )
 
 
-def _import_stack(
-    team: Team, spec: StackSpec, name: str, source: str, owner: User | None, allow_stdio: bool
-) -> StackImport:
+def _import_stack(team: Team, spec: StackSpec, name: str, source: str, importer: Importer) -> StackImport:
     # Long project paths keep their end, which tells projects apart.
-    stack, _ = Stack.objects.get_or_create(team=team, name=name[-NAME_MAX:], defaults={"source": source})
-    result = StackImport(stack)
+    name = name[-NAME_MAX:]
+    stack = Stack.objects.filter(team=team, name=name).first()
+    if stack is not None and not importer.may(stack.replace_action(importer.user or AnonymousUser())):
+        reason = "an existing stack someone else imported: only admins can replace its servers"
+        return StackImport(None, name=name, refused=reason)
+    if stack is None:
+        stack = Stack.objects.create(team=team, name=name, source=source, owner=importer.user)
+    result = StackImport(stack, name=name)
     members = []
     for server_spec in spec.servers:
-        if server_spec.transport == "stdio" and not allow_stdio:
-            result.skipped.append(server_spec.name)
+        existing = McpServer.objects.filter(team=team, name=server_spec.name[:NAME_MAX]).first()
+        reason = _refusal(importer, server_spec, existing)
+        if reason:
+            result.skipped[server_spec.name] = reason
+            if existing is not None:
+                # Left as it is, and still in the stack the file describes.
+                members.append(existing)
             continue
-        server, created = _upsert(team, server_spec, owner)
+        server, created = _upsert(team, server_spec, existing, importer.user)
         (result.created if created else result.updated).append(server.name)
         if server_spec.disabled:
             result.disabled.append(server.name)
@@ -115,23 +150,54 @@ def _import_stack(
     return result
 
 
-def _upsert(team: Team, spec: ServerSpec, owner: User | None) -> tuple[McpServer, bool]:
-    fields = {
+def _refusal(importer: Importer, spec: ServerSpec, existing: McpServer | None) -> str:
+    """Why `importer` may not import `spec` over `existing` ("" when it may)."""
+    if spec.transport == Transport.STDIO and not importer.may(Action.REGISTER_STDIO_SERVER):
+        return "a stdio server runs a command on the worker: only admins can register one"
+    if existing is not None and not importer.may_edit(existing):
+        if existing.transport == Transport.STDIO:
+            return "an existing stdio server: only admins can change it"
+        return "an existing server someone else registered: only admins can change it"
+    return ""
+
+
+def _upsert(
+    team: Team, spec: ServerSpec, server: McpServer | None, owner: User | None
+) -> tuple[McpServer, bool]:
+    fields: dict[str, Any] = {
         "transport": spec.transport,
         "command": spec.command,
         "args": spec.args,
-        "env": spec.env,
         "cwd": spec.cwd,
         "url": spec.url,
-        "headers": spec.headers,
         # The file says whether the client runs it: a re-import follows the file.
         "enabled": not spec.disabled,
     }
-    name = spec.name[:NAME_MAX]
-    server = McpServer.objects.filter(team=team, name=name).first()
     if server is None:
-        return McpServer.objects.create(team=team, name=name, owner=owner, **fields), True
+        secrets: dict[str, Any] = {"env": spec.env, "headers": spec.headers}
+        server = McpServer.objects.create(
+            team=team, name=spec.name[:NAME_MAX], owner=owner, **fields, **secrets
+        )
+        return server, True
     for key, value in fields.items():
         setattr(server, key, value)
+    server.env = keep_secrets(server.env, spec.env)
+    server.headers = keep_secrets(server.headers, spec.headers)
     server.save()
     return server, False
+
+
+def keep_secrets(stored: dict[str, str], imported: dict[str, str]) -> dict[str, str]:
+    """The secrets a re-import leaves on a server.
+
+    A file usually holds `${...}` placeholders where the dashboard holds the real value (entered on
+    the edit page), or no secrets at all: neither may wipe what is stored. An entry without any
+    keeps the stored set; otherwise the entry's set replaces it, except that a key whose imported
+    value holds a placeholder keeps the value stored for it.
+    """
+    if not imported:
+        return dict(stored)
+    return {
+        key: stored[key] if key in stored and PLACEHOLDER.search(value) else value
+        for key, value in imported.items()
+    }

@@ -43,10 +43,12 @@ class ServerForm(forms.ModelForm[McpServer]):
         model = McpServer
         fields = ["name", "transport", "url", "cwd", "poll_interval_seconds", "enabled"]
 
-    def __init__(self, *args: Any, team: Team, is_admin: bool, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, team: Team, allow_stdio: bool, **kwargs: Any) -> None:
+        """`allow_stdio`: whether the user's role may register stdio servers (the role matrix's
+        REGISTER_STDIO_SERVER, asked by the view through dashboard.teams.access)."""
         super().__init__(*args, **kwargs)
         self.team = team
-        self.is_admin = is_admin
+        self.allow_stdio = allow_stdio
         if self.instance.pk:
             self.fields["command_line"].initial = shlex.join(
                 [self.instance.command, *self.instance.args]
@@ -80,7 +82,7 @@ class ServerForm(forms.ModelForm[McpServer]):
         data = self.cleaned_data
         transport = data.get("transport")
         if transport == Transport.STDIO:
-            if not self.is_admin:
+            if not self.allow_stdio:
                 raise forms.ValidationError(
                     "Only team owners and admins can register a stdio server: it runs a command on the worker."
                 )

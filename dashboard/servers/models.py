@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from dashboard.crypto import EncryptedJSONField
 from dashboard.teams.models import Team
+from dashboard.teams.permissions import Action, server_edit_action
 from mcptax.tokens import canonical
 
 
@@ -122,6 +123,16 @@ class McpServer(models.Model):
     def is_polling(self) -> bool:
         return self.polling_since is not None
 
+    def edit_action(self, user: User | AnonymousUser) -> Action:
+        """What editing or deleting this server takes from `user` (the role matrix decides who)."""
+        owned = self.owner_id is not None and self.owner_id == user.pk
+        return server_edit_action(owned=owned, stdio=self.transport == Transport.STDIO)
+
+    @property
+    def poll_action(self) -> Action:
+        # Polling a stdio server runs its command on the worker.
+        return Action.POLL_STDIO_SERVER if self.transport == Transport.STDIO else Action.POLL_HTTP_SERVER
+
     def backoff_seconds(self) -> int:
         """Delay before retrying after a transient failure: 30 s doubling, capped at the interval."""
         return int(min(self.poll_interval_seconds, 30 * 2 ** min(self.consecutive_failures, 10)))
@@ -141,6 +152,10 @@ class Stack(models.Model):
     servers = models.ManyToManyField(McpServer, related_name="stacks", blank=True)
     source = models.CharField(max_length=200, blank=True, help_text="The client config file it came from.")
     unresolved_placeholders = models.JSONField(default=list, blank=True)
+    # Who imported it first: a re-import by anyone else replaces its servers only with admin rights.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -149,6 +164,11 @@ class Stack(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def replace_action(self, user: User | AnonymousUser) -> Action:
+        """What re-importing over this stack takes from `user`."""
+        owned = self.owner_id is not None and self.owner_id == user.pk
+        return Action.IMPORT_STACK if owned else Action.REPLACE_ANY_STACK
 
 
 class ToolsDocument(models.Model):

@@ -22,21 +22,26 @@ from django_htmx.http import trigger_client_event
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page, wants_fragment
 from dashboard.servers import charts, selectors
 from dashboard.servers import diff as diff_mod
-from dashboard.servers.config_import import ConfigError, StackImport, import_config_text
+from dashboard.servers.config_import import ConfigError, Importer, StackImport, import_config_text
 from dashboard.servers.forms import ImportConfigForm, ServerForm
-from dashboard.servers.models import McpServer, Transport
+from dashboard.servers.models import McpServer
 from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
 from dashboard.servers.selectors import HistoryPoint
 from dashboard.servers.tasks import poll_server_task
 from dashboard.system.models import WorkerHeartbeat
-from dashboard.teams.access import get_team_for_user
+from dashboard.teams.access import Action, allowed, get_team_for_user, require, role_in
 from dashboard.teams.models import Team
 
 
-def _get_server_for_user(request: HtmxHttpRequest, team_slug: str, code: UUID) -> tuple[Team, McpServer]:
+def _get_server_for_user(
+    request: HtmxHttpRequest, team_slug: str, code: UUID, *, edit: bool = False
+) -> tuple[Team, McpServer]:
+    """The team's server `code`; with `edit`, only if the user's role may edit this server."""
     team = get_team_for_user(request, team_slug)
     server = get_object_or_404(McpServer.objects.select_related("current_snapshot"), team=team, code=code)
     server.team = team  # already loaded; saves a query wherever server.team is used
+    if edit:
+        require(request, team, server.edit_action(request.user))
     return team, server
 
 
@@ -144,7 +149,7 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
         "compare": compare,
         "axis": axis,
         "window": team.context_window,
-        "can_manage": _can_manage(request, team, server),
+        "can_manage": _may_edit(request, server),
     }
     if target in (None, "chart-region"):
         alerts = selectors.server_alerts(server)
@@ -201,11 +206,8 @@ def _snapshot_url(team: Team, server: McpServer, point: HistoryPoint) -> str:
     return reverse("server_detail", args=[team.slug, server.code]) + f"?at={point.pk}"
 
 
-def _can_manage(request: HtmxHttpRequest, team: Team, server: McpServer | None = None) -> bool:
-    if team.is_admin(request.user):
-        return True
-    # Members manage the HTTP servers they registered; a stdio server runs a command on the worker.
-    return server is not None and server.owner_id == request.user.pk and server.transport != Transport.STDIO
+def _may_edit(request: HtmxHttpRequest, server: McpServer) -> bool:
+    return allowed(request, server.team, server.edit_action(request.user))
 
 
 def _status_ctx(
@@ -213,7 +215,8 @@ def _status_ctx(
 ) -> dict[str, Any]:
     in_flight = poll_in_flight(server, pending)
     return {
-        "can_manage": _can_manage(request, server.team, server),
+        "can_manage": _may_edit(request, server),
+        "can_poll": allowed(request, server.team, server.poll_action),
         "in_flight": in_flight,
         "pending": pending_token(server, pending[1]) if (pending and in_flight) else "",
         "last_run": selectors.last_poll_run(server),
@@ -243,6 +246,7 @@ def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
 @require_POST
 def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
+    require(request, team, server.poll_action)
     requested = timezone.now()
     if server.is_polling:
         messages.info(request, f"{server.name} is already being polled.")
@@ -305,38 +309,35 @@ def snapshot_diff(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
 
 @login_required
 def server_add(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
-    team = get_team_for_user(request, team_slug)
-    is_admin = team.is_admin(request.user)
-    form = ServerForm(request.POST or None, team=team, is_admin=is_admin)
+    team = get_team_for_user(request, team_slug, Action.REGISTER_HTTP_SERVER)
+    allow_stdio = allowed(request, team, Action.REGISTER_STDIO_SERVER)
+    form = ServerForm(request.POST or None, team=team, allow_stdio=allow_stdio)
     if request.method == "POST" and form.is_valid():
         server = form.save(commit=False)
         server.owner = request.user if isinstance(request.user, User) else None  # login_required
         server.save()
         messages.success(request, f"{server.name} registered. Its first poll runs shortly.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
-    return render(request, "servers/server_form.html", {"team": team, "form": form, "is_admin": is_admin})
+    ctx = {"team": team, "form": form, "allow_stdio": allow_stdio}
+    return render(request, "servers/server_form.html", ctx)
 
 
 @login_required
 def server_edit(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
-    team, server = _get_server_for_user(request, team_slug, code)
-    if not _can_manage(request, team, server):
-        raise Http404("Only team admins and the server's owner can change it")
-    is_admin = team.is_admin(request.user)
-    form = ServerForm(request.POST or None, instance=server, team=team, is_admin=is_admin)
+    team, server = _get_server_for_user(request, team_slug, code, edit=True)
+    allow_stdio = allowed(request, team, Action.REGISTER_STDIO_SERVER)
+    form = ServerForm(request.POST or None, instance=server, team=team, allow_stdio=allow_stdio)
     if request.method == "POST" and form.is_valid():
         form.save()
         messages.success(request, f"{server.name} saved.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
-    ctx = {"team": team, "form": form, "server": server, "is_admin": is_admin}
+    ctx = {"team": team, "form": form, "server": server, "allow_stdio": allow_stdio}
     return render(request, "servers/server_form.html", ctx)
 
 
 @login_required
 def server_delete(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
-    team, server = _get_server_for_user(request, team_slug, code)
-    if not _can_manage(request, team, server):
-        raise Http404("Only team admins and the server's owner can delete it")
+    team, server = _get_server_for_user(request, team_slug, code, edit=True)
     if request.method == "POST":
         name = server.name
         server.delete()
@@ -348,18 +349,24 @@ def server_delete(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
 
 def _report_import(request: HtmxHttpRequest, imported: list[StackImport]) -> None:
     for result in imported:
-        summary = (
-            f"Stack {result.stack.name}: {len(result.created)} servers added, {len(result.updated)} updated"
-        )
+        if result.refused:
+            messages.error(request, f"Stack {result.name} left as it is: {result.refused}.")
+            continue
+        summary = f"Stack {result.name}: {len(result.created)} servers added, {len(result.updated)} updated"
         if result.disabled:
             summary += f"; imported switched off as the file says: {', '.join(result.disabled)}"
-        if result.skipped:
-            summary += f"; skipped stdio servers (admins only): {', '.join(result.skipped)}"
         messages.success(request, summary + ".")
+        if result.skipped:
+            messages.warning(
+                request,
+                f"Stack {result.name}: left as they are: "
+                + "; ".join(f"{name} ({reason})" for name, reason in result.skipped.items())
+                + ".",
+            )
         if result.placeholders:
             messages.info(
                 request,
-                f"Stack {result.stack.name}: unresolved placeholders kept as written: "
+                f"Stack {result.name}: unresolved placeholders kept as written: "
                 + "; ".join(f"{n}: {', '.join(p)}" for n, p in result.placeholders.items()),
             )
 
@@ -367,8 +374,9 @@ def _report_import(request: HtmxHttpRequest, imported: list[StackImport]) -> Non
 @login_required
 def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
-    is_admin = team.is_admin(request.user)
     form = ImportConfigForm(request.POST or None, request.FILES or None)
+    if request.method == "POST":
+        require(request, team, Action.IMPORT_STACK)
     if request.method == "POST" and form.is_valid():
         try:
             imported = import_config_text(
@@ -377,8 +385,9 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
                 filename=form.cleaned_data["filename"],
                 stack_name=form.cleaned_data["stack_name"],
                 source=form.cleaned_data["source"],
-                user=request.user,
-                allow_stdio=is_admin,
+                importer=Importer(
+                    role_in(request, team) or "", request.user if isinstance(request.user, User) else None
+                ),
             )
         except ConfigError as exc:
             form.add_error(None, str(exc))
@@ -389,7 +398,6 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "team": team,
         "stacks": selectors.stacks_with_totals(team),
         "form": form,
-        "is_admin": is_admin,
         "window": team.context_window,
     }
     return render(request, "servers/stacks.html", ctx)

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from dashboard.teams.access import capabilities_for
 from dashboard.teams.models import Team
 
 # Alert.state's value for an alert nobody has handled; spelled here because teams sits below
@@ -20,4 +21,11 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     slug = match.kwargs.get("team_slug") if match else None
     current = next((t for t in teams if t.slug == slug), teams[0] if teams else None)
     active_alerts = current.alerts.filter(state=ACTIVE_ALERT_STATE).count() if current is not None else 0
-    return {"nav_teams": teams, "nav_team": current, "nav_active_alerts": active_alerts}
+    return {
+        "nav_teams": teams,
+        "nav_team": current,
+        "nav_active_alerts": active_alerts,
+        # What the user's role in the page's team permits (dashboard.teams.permissions), so a page
+        # hides the controls the server would refuse: `{% if can.manage_budgets %}`.
+        "can": capabilities_for(request, current),
+    }

@@ -14,6 +14,8 @@ from django.db import models
 from django.utils import timezone
 from django.utils.text import slugify
 
+from dashboard.teams import permissions
+
 
 class TeamQuerySet(models.QuerySet["Team"]):
     def for_user(self, user: User | AnonymousUser) -> TeamQuerySet:
@@ -57,15 +59,14 @@ class Team(models.Model):
         membership = self.memberships.filter(user=user).first()
         return membership.role if membership else None
 
-    def is_admin(self, user: User | AnonymousUser) -> bool:
-        return self.role_of(user) in (Membership.Role.OWNER, Membership.Role.ADMIN)
-
 
 class Membership(models.Model):
     class Role(models.TextChoices):
-        OWNER = "owner", "Owner"
-        ADMIN = "admin", "Admin"
-        MEMBER = "member", "Member"
+        # The values are dashboard.teams.permissions.Role's: the matrix is keyed by them.
+        OWNER = permissions.Role.OWNER.value, "Owner"
+        ADMIN = permissions.Role.ADMIN.value, "Admin"
+        MEMBER = permissions.Role.MEMBER.value, "Member"
+        VIEWER = permissions.Role.VIEWER.value, "Viewer (read-only)"
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, models.CASCADE, related_name="memberships")

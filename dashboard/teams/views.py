@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
 from dashboard.teams import selectors
-from dashboard.teams.access import default_team_for_user, get_team_for_user
+from dashboard.teams.access import Action, default_team_for_user, get_team_for_user
 from dashboard.teams.forms import ApiTokenForm
 from dashboard.teams.models import ApiToken
 
@@ -29,7 +29,6 @@ def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = {
         "team": team,
-        "is_admin": team.is_admin(request.user),
         "memberships": selectors.memberships(team),
         "tokens": selectors.api_tokens(team),
     }
@@ -39,7 +38,7 @@ def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def create_api_token(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
-    team = get_team_for_user(request, team_slug, admin=True)
+    team = get_team_for_user(request, team_slug, Action.MANAGE_TOKENS)
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
         messages.error(
@@ -55,7 +54,7 @@ def create_api_token(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @login_required
 @require_POST
 def revoke_api_token(request: HtmxHttpRequest, team_slug: str, token_id: int) -> HttpResponse:
-    team = get_team_for_user(request, team_slug, admin=True)
+    team = get_team_for_user(request, team_slug, Action.MANAGE_TOKENS)
     token = get_object_or_404(team.api_tokens, pk=token_id)
     token.revoke()
     if wants_fragment(request):

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
-from dashboard.teams.access import get_team_for_user
+from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
 from ingest.capture import pipeline, selectors
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
@@ -42,7 +42,7 @@ def _get_job_for_user(request: HtmxHttpRequest, team_slug: str, code: uuid.UUID)
 
 
 def _get_folder_for_admin(request: HtmxHttpRequest, team_slug: str, folder_id: int) -> WatchedFolder:
-    team = get_team_for_user(request, team_slug, admin=True)
+    team = get_team_for_user(request, team_slug, Action.MANAGE_WATCH)
     return get_object_or_404(WatchedFolder.objects.select_related("team"), team=team, pk=folder_id)
 
 
@@ -83,7 +83,7 @@ def ingest_home(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @csrf_exempt  # the upload handlers must be in place before the CSRF check reads the body
 @login_required
 def upload(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
-    team = get_team_for_user(request, team_slug)
+    team = get_team_for_user(request, team_slug, Action.UPLOAD_LOG)
     handler = IngestUploadHandler(request, team=team)
     request.upload_handlers = [handler]
     return _upload(request, team, handler)
@@ -226,9 +226,8 @@ def line_raw(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpResp
 @login_required
 def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
-    is_admin = team.is_admin(request.user)
     form = None
-    if is_admin:
+    if allowed(request, team, Action.MANAGE_WATCH):
         form = WatchedFolderForm(request.POST or None, team=team)
         if request.method == "POST" and form.is_valid():
             folder = form.save()
@@ -237,10 +236,9 @@ def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             )
             return redirect("ingest_watch", team_slug=team.slug)
     elif request.method == "POST":
-        raise Http404("Team admins only")
+        require(request, team, Action.MANAGE_WATCH)
     ctx = {
         "team": team,
-        "is_admin": is_admin,
         "form": form,
         "folders": selectors.folders_with_files(team),
         "allowed_roots": settings.INGEST_WATCH_DIRS,

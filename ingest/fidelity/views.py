@@ -24,7 +24,7 @@ from django.views.decorators.http import require_POST
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page
 from dashboard.servers.models import McpServer
 from dashboard.servers.selectors import normalize_sort, sort_columns
-from dashboard.teams.access import get_team_for_user
+from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkContent, ToolCall
 from ingest.fidelity.charts import exact_rate_figure
@@ -239,6 +239,7 @@ def references(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     upload_form = ReferenceUploadForm(auto_id="upload-%s")
     url_form = ReferenceUrlForm(auto_id="url-%s")
     if request.method == "POST":
+        require(request, team, Action.ADD_REFERENCE)
         action = request.POST.get("action")
         if action == "upload":
             upload_form = ReferenceUploadForm(request.POST, request.FILES, auto_id="upload-%s")
@@ -260,7 +261,6 @@ def references(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "url_form": url_form,
         "allowed_hosts": list(settings.REFERENCE_ALLOWED_HOSTS),
         "max_bytes": settings.REFERENCE_MAX_BYTES,
-        "is_admin": team.is_admin(request.user),
     }
     if request.method == "POST":
         return render_page(request, "fidelity/references.html", ctx, status=400)
@@ -270,7 +270,7 @@ def references(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 def _get_document_for_user(
     request: HtmxHttpRequest, team_slug: str, code: UUID
 ) -> tuple[Team, ReferenceDocument]:
-    team = get_team_for_user(request, team_slug, admin=True)
+    team = get_team_for_user(request, team_slug, Action.REMOVE_REFERENCE)
     return team, get_object_or_404(ReferenceDocument.objects.defer("text"), team=team, code=code)
 
 
@@ -288,36 +288,30 @@ def reference_delete(request: HtmxHttpRequest, team_slug: str, code: UUID) -> Ht
 
 
 def _get_price_for_user(request: HtmxHttpRequest, team_slug: str, price_id: int) -> tuple[Team, ModelPrice]:
-    """A price row of the team (admins only); the global examples are not the team's to edit."""
-    team = get_team_for_user(request, team_slug, admin=True)
+    """A price row of the team; the global examples are not the team's to edit."""
+    team = get_team_for_user(request, team_slug, Action.MANAGE_PRICES)
     return team, get_object_or_404(ModelPrice, team=team, pk=price_id)
 
 
 def _render_prices(
-    request: HtmxHttpRequest,
-    team: Team,
-    form: ModelPriceForm | None,
-    editing: ModelPrice | None,
-    is_admin: bool,
+    request: HtmxHttpRequest, team: Team, form: ModelPriceForm | None, editing: ModelPrice | None
 ) -> HttpResponse:
-    ctx = {"team": team, "form": form, "editing": editing, "is_admin": is_admin, **price_table(team)}
+    ctx = {"team": team, "form": form, "editing": editing, **price_table(team)}
     return render_page(request, "fidelity/prices.html", ctx, status=400 if request.method == "POST" else 200)
 
 
 @login_required
 def prices(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
-    is_admin = team.is_admin(request.user)
-    form = ModelPriceForm(team=team) if is_admin else None
+    form = ModelPriceForm(team=team) if allowed(request, team, Action.MANAGE_PRICES) else None
     if request.method == "POST":
-        if not is_admin:
-            raise Http404("Team admins only")
+        require(request, team, Action.MANAGE_PRICES)
         form = ModelPriceForm(request.POST, team=team)
         if form.is_valid():
             price = form.save()
             messages.success(request, f"Added the price for {price.model}; paste costs were re-priced.")
             return redirect("fidelity_prices", team_slug=team.slug)
-    return _render_prices(request, team, form, None, is_admin)
+    return _render_prices(request, team, form, None)
 
 
 @login_required
@@ -328,14 +322,14 @@ def price_edit(request: HtmxHttpRequest, team_slug: str, price_id: int) -> HttpR
         form.save()
         messages.success(request, f"Saved the price for {price.model}; paste costs were re-priced.")
         return redirect("fidelity_prices", team_slug=team.slug)
-    return _render_prices(request, team, form, price, True)
+    return _render_prices(request, team, form, price)
 
 
 @login_required
 @require_POST
 def price_override(request: HtmxHttpRequest, team_slug: str, price_id: int) -> HttpResponse:
     """Copy a global example price into the team's own table, where it can be edited."""
-    team = get_team_for_user(request, team_slug, admin=True)
+    team = get_team_for_user(request, team_slug, Action.MANAGE_PRICES)
     source = get_object_or_404(ModelPrice, team=None, pk=price_id)
     price, created = ModelPrice.objects.get_or_create(
         team=team,

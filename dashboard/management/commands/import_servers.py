@@ -6,7 +6,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.management.commands.add_server import _team
-from dashboard.servers.config_import import ConfigError, import_config_text
+from dashboard.servers.config_import import SHELL, ConfigError, import_config_text
 
 
 class Command(BaseCommand):
@@ -28,7 +28,10 @@ class Command(BaseCommand):
         except (OSError, UnicodeDecodeError) as exc:
             raise CommandError(f"{file}: {exc}") from None
         try:
-            imported = import_config_text(_team(team), text, filename=path.name, stack_name=stack or "")
+            # Shell access to the deployment is more than any role: the command imports as an owner.
+            imported = import_config_text(
+                _team(team), text, filename=path.name, stack_name=stack or "", importer=SHELL
+            )
         except ConfigError as exc:
             raise CommandError(f"{file}: {exc}") from None
         out = {"stacks": [result.to_dict() for result in imported]}

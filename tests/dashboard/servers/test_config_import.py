@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.urls import reverse
 
-from dashboard.servers.config_import import import_config_text
+from dashboard.servers.config_import import SHELL, Importer, import_config_text
 from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.servers.polling import dispatch_due
 from tests.dashboard.factories import CLAUDE_CONFIG
@@ -130,13 +130,15 @@ def test_unknown_shape_names_the_shapes_it_knows(team, tmp_path):
 
 def test_reimport_updates_and_the_stack_defaults_to_the_file_name(team, alice, tmp_path):
     text = json.dumps(CLAUDE_CONFIG)
-    (first,) = import_config_text(team, text, filename=".mcp.json", stack_name="claude-code", user=alice)
+    (first,) = import_config_text(
+        team, text, filename=".mcp.json", stack_name="claude-code", importer=Importer("owner", alice)
+    )
     assert sorted(first.created) == ["docs", "github", "legacy"]
     assert McpServer.objects.get(team=team, name="github").env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}
     assert McpServer.objects.get(team=team, name="legacy").transport == Transport.SSE
-    (again,) = import_config_text(team, text, filename=".mcp.json")
+    (again,) = import_config_text(team, text, filename=".mcp.json", importer=SHELL)
     assert again.created == [] and sorted(again.updated) == ["docs", "github", "legacy"]
-    assert again.stack.name == ".mcp.json"
+    assert again.stack is not None and again.stack.name == ".mcp.json"
 
 
 def test_web_import_of_jsonc_and_of_claude_json_projects(alice_client, team):
@@ -156,3 +158,112 @@ def test_web_import_of_jsonc_and_of_claude_json_projects(alice_client, team):
     refused = alice_client.post(url, {"stack_name": "x", "config_text": json.dumps({"something": {}})})
     assert refused.status_code == 200
     assert "the shapes understood are" in refused.content.decode()
+
+
+# -- who may import what (docs/roles.md, "The stack import") -------------------------------------
+
+
+def _member_client(client, team, user_factory, name="bob"):
+    from dashboard.teams.models import Membership
+
+    member = user_factory(name)
+    Membership.objects.create(team=team, user=member, role=Membership.Role.MEMBER)
+    client.force_login(member)
+    return client, member
+
+
+def test_a_members_import_never_changes_a_server_they_may_not_edit(client, team, alice, user_factory):
+    docs = McpServer.objects.create(
+        team=team,
+        name="docs",
+        transport=Transport.HTTP,
+        url="https://docs.internal/mcp",
+        headers={"Authorization": "Bearer the-real-one"},
+        owner=alice,
+    )
+    github = McpServer.objects.create(
+        team=team,
+        name="github",
+        transport=Transport.STDIO,
+        command="gh-mcp",
+        args=["--read-only"],
+        env={"GITHUB_TOKEN": "ghp_real"},
+        owner=alice,
+    )
+    client, bob = _member_client(client, team, user_factory)
+    response = client.post(
+        reverse("stacks", args=[team.slug]),
+        {"stack_name": "bob-agent", "config_text": json.dumps(CLAUDE_CONFIG)},
+        follow=True,
+    )
+    assert response.status_code == 200
+    docs.refresh_from_db()
+    github.refresh_from_db()
+    # The admin's HTTP server and the stdio server are exactly as they were, secrets included.
+    assert (docs.url, docs.headers, docs.owner) == (
+        "https://docs.internal/mcp",
+        {"Authorization": "Bearer the-real-one"},
+        alice,
+    )
+    assert (github.transport, github.command, github.args) == (Transport.STDIO, "gh-mcp", ["--read-only"])
+    assert github.env == {"GITHUB_TOKEN": "ghp_real"}
+    # Only the new HTTP server was added, as bob's; the page says what was left alone and why.
+    legacy = McpServer.objects.get(team=team, name="legacy")
+    assert legacy.owner == bob and McpServer.objects.filter(team=team).count() == 3
+    page = response.content.decode()
+    assert "docs (an existing server someone else registered" in page
+    assert "github (a stdio server runs a command on the worker" in page
+    assert set(Stack.objects.get(team=team, name="bob-agent").servers.values_list("name", flat=True)) == {
+        "docs",
+        "github",
+        "legacy",
+    }
+
+
+def test_a_member_replaces_only_the_stacks_they_imported(client, team, alice, user_factory):
+    shared = json.dumps({"mcpServers": {"shared-http": {"type": "http", "url": "https://a.example.com/mcp"}}})
+    client.force_login(alice)
+    url = reverse("stacks", args=[team.slug])
+    assert client.post(url, {"stack_name": "shared", "config_text": shared}).status_code == 302
+    client, bob = _member_client(client, team, user_factory)
+    mine = json.dumps({"mcpServers": {"bobs": {"type": "http", "url": "https://b.example.com/mcp"}}})
+    response = client.post(url, {"stack_name": "shared", "config_text": mine}, follow=True)
+    assert response.status_code == 200
+    assert "Stack shared left as it is" in response.content.decode()
+    stack = Stack.objects.get(team=team, name="shared")
+    assert list(stack.servers.values_list("name", flat=True)) == ["shared-http"]
+    assert not McpServer.objects.filter(team=team, name="bobs").exists()
+    # Their own stack and their own HTTP server, bob may re-import over.
+    assert client.post(url, {"stack_name": "bob-stack", "config_text": mine}).status_code == 302
+    moved = mine.replace("https://b.example.com/mcp", "https://c.example.com/mcp")
+    assert client.post(url, {"stack_name": "bob-stack", "config_text": moved}).status_code == 302
+    assert McpServer.objects.get(team=team, name="bobs").url == "https://c.example.com/mcp"
+
+
+def test_a_reimport_keeps_the_stored_secrets(team, tmp_path):
+    config = tmp_path / "claude_desktop_config.json"
+    config.write_text(json.dumps(CLAUDE_CONFIG))
+    call_command("import_servers", str(config), "--team", team.slug, stdout=StringIO())
+    github = McpServer.objects.get(team=team, name="github")
+    docs = McpServer.objects.get(team=team, name="docs")
+    # An admin enters the real values on the edit page (the file only has placeholders).
+    github.env = {"GITHUB_TOKEN": "ghp_real", "EXTRA": "kept-too"}
+    github.save()
+    docs.headers = {"Authorization": "Bearer the-real-one"}
+    docs.save()
+    call_command("import_servers", str(config), "--team", team.slug, stdout=StringIO())
+    github.refresh_from_db()
+    docs.refresh_from_db()
+    # The placeholder never overwrites a stored value; the file's set says which keys remain.
+    assert github.env == {"GITHUB_TOKEN": "ghp_real"}
+    assert docs.headers == {"Authorization": "Bearer the-real-one"}
+    # An entry without any secrets keeps the stored ones; an entry with a real new value replaces.
+    bare = json.loads(json.dumps(CLAUDE_CONFIG))
+    del bare["mcpServers"]["github"]["env"]
+    bare["mcpServers"]["docs"]["headers"] = {"Authorization": "Bearer rotated"}
+    config.write_text(json.dumps(bare))
+    call_command("import_servers", str(config), "--team", team.slug, stdout=StringIO())
+    github.refresh_from_db()
+    docs.refresh_from_db()
+    assert github.env == {"GITHUB_TOKEN": "ghp_real"}
+    assert docs.headers == {"Authorization": "Bearer rotated"}

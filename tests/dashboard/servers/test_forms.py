@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from dashboard.servers.config_import import import_config_text
+from dashboard.servers.config_import import Importer, import_config_text
 from dashboard.servers.forms import ServerForm
 from dashboard.teams.models import Membership
 from tests.dashboard.factories import CLAUDE_CONFIG
@@ -26,18 +26,24 @@ def test_non_admins_cannot_register_stdio_servers(team, user_factory):
         "url": "",
         "cwd": "",
     }
-    form = ServerForm(data, team=team, is_admin=False)
+    form = ServerForm(data, team=team, allow_stdio=False)
     assert not form.is_valid()
     assert "Only team owners and admins" in str(form.errors)
-    form = ServerForm(data, team=team, is_admin=True)
+    form = ServerForm(data, team=team, allow_stdio=True)
     assert form.is_valid(), form.errors
     server = form.save()
     assert (server.command, server.args) == ("echo", ["hi"])
     http = ServerForm(
-        {**data, "name": "h", "transport": "http", "url": "http://127.0.0.1:1/mcp"}, team=team, is_admin=False
+        {**data, "name": "h", "transport": "http", "url": "http://127.0.0.1:1/mcp"},
+        team=team,
+        allow_stdio=False,
     )
     assert http.is_valid(), http.errors
     (result,) = import_config_text(
-        team, json.dumps(CLAUDE_CONFIG), filename=".mcp.json", stack_name="s", allow_stdio=False
+        team,
+        json.dumps(CLAUDE_CONFIG),
+        filename=".mcp.json",
+        stack_name="s",
+        importer=Importer("member", member),
     )
-    assert result.skipped == ["github"]
+    assert list(result.skipped) == ["github"] and "stdio" in result.skipped["github"]

@@ -1,0 +1,491 @@
+"""The role matrix, walked: every URL pattern of the project, every role, the real request.
+
+The URL list comes from Django's resolver, never from a hand-written list: a new URL with no entry
+in TABLE fails `test_every_url_pattern_has_an_entry` (and its own case). Each entry names the
+least role the page or change needs, written here from docs/roles.md, not read from
+dashboard.teams.permissions, so a wrong row in the product's matrix fails. For each principal
+(owner, admin, member, viewer, a user of another team, nobody) the request is sent; when the role
+suffices the answer is 2xx/3xx and the change happened, otherwise the answer is the project's
+404 (the login page for nobody) and the object is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from dashboard.alerts.models import Threshold
+from dashboard.servers.models import McpServer
+from dashboard.teams.models import ApiToken
+from ingest.capture.models import IngestJob, WatchedFolder
+from ingest.fidelity.models import ModelPrice, ReferenceDocument
+from tests.dashboard.teams.roles_world import PRINCIPALS, World, build_world, url_names
+
+pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
+
+RANK = {"viewer": 0, "member": 1, "admin": 2, "owner": 3}
+PUBLIC, LOGIN = "public", "login"  # anyone at all; any logged-in user, of any team or none
+
+Kwargs = Callable[[World], dict[str, Any]]
+Effect = Callable[[World, list[Any]], bool]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One request: `least` is the least role it needs (or PUBLIC / LOGIN)."""
+
+    method: str
+    least: str
+    kwargs: Kwargs = lambda w: {"team_slug": w.team.slug}
+    data: Callable[[World], dict[str, Any]] = lambda w: {}
+    # Did the change happen? (for a POST; the captured on-commit callbacks are the queued tasks)
+    changed: Effect | None = None
+    query: str = ""
+    htmx: bool = False
+    # From this role up, a role below `least` is still answered normally (2xx/3xx) but the change
+    # is left undone: the stack import skips what the importer may not edit and says so, the
+    # server form refuses stdio with a form error. Below it: 404.
+    answered: str = ""
+    label: str = ""
+
+
+def team(w: World) -> dict[str, Any]:
+    return {"team_slug": w.team.slug}
+
+
+def server(which: str) -> Kwargs:
+    return lambda w: {"team_slug": w.team.slug, "code": getattr(w, which).code}
+
+
+def obj(key: str, attr: str, pk: str = "pk") -> Kwargs:
+    return lambda w: {"team_slug": w.team.slug, key: getattr(getattr(w, attr), pk)}
+
+
+def gone(attr: str) -> Effect:
+    return lambda w, _: w.fresh(getattr(w, attr)) is None
+
+
+def queued(w: World, callbacks: list[Any]) -> bool:
+    return len(callbacks) > 0
+
+
+def server_form(w: World, name: str, **extra: str) -> dict[str, Any]:
+    base = {
+        "name": name,
+        "transport": "http",
+        "url": "http://127.0.0.1:9/edited",
+        "cwd": "",
+        "poll_interval_seconds": "3600",
+        "enabled": "on",
+        "command_line": "",
+        "env_text": "",
+        "headers_text": "",
+    }
+    return {**base, **extra}
+
+
+def edited(which: str) -> Effect:
+    return lambda w, _: w.fresh(getattr(w, which)).poll_interval_seconds == 3600
+
+
+def import_over(name: str, url: str) -> Callable[[World], dict[str, Any]]:
+    config = json.dumps({"mcpServers": {name: {"type": "http", "url": url}}})
+    return lambda w: {"stack_name": "mine", "config_text": config}
+
+
+def url_of(which: str, url: str) -> Effect:
+    return lambda w, _: w.fresh(getattr(w, which)).url == url
+
+
+SEE = "viewer"
+TABLE: dict[str, list[Case]] = {
+    "login": [Case("GET", PUBLIC, kwargs=lambda w: {})],
+    "logout": [Case("POST", PUBLIC, kwargs=lambda w: {})],
+    "home": [Case("GET", LOGIN, kwargs=lambda w: {})],
+    # -- servers
+    "team_overview": [Case("GET", SEE)],
+    "server_detail": [Case("GET", SEE, server("admin_http"))],
+    "server_status": [Case("GET", SEE, server("admin_http"))],
+    "snapshot_diff": [Case("GET", SEE, server("admin_http"))],
+    "stacks": [
+        Case("GET", SEE),
+        Case(
+            "POST",
+            "member",
+            data=import_over("new-remote", "http://127.0.0.1:9/new"),
+            changed=lambda w, _: McpServer.objects.filter(team=w.team, name="new-remote").exists(),
+            label="import new http",
+        ),
+        Case(
+            "POST",
+            "admin",
+            data=import_over("admin-docs", "http://127.0.0.1:9/hijacked"),
+            changed=url_of("admin_http", "http://127.0.0.1:9/hijacked"),
+            answered="member",
+            label="import over admin's server",
+        ),
+        Case(
+            "POST",
+            "member",
+            data=import_over("member-docs", "http://127.0.0.1:9/moved"),
+            changed=url_of("own_http", "http://127.0.0.1:9/moved"),
+            answered="member",
+            label="import over own server",
+        ),
+    ],
+    "server_add": [
+        Case("GET", "member"),
+        Case(
+            "POST",
+            "member",
+            data=lambda w: server_form(w, "added"),
+            changed=lambda w, _: McpServer.objects.filter(team=w.team, name="added").exists(),
+            label="http",
+        ),
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: server_form(w, "added-stdio", transport="stdio", url="", command_line="echo hi"),
+            changed=lambda w, _: McpServer.objects.filter(team=w.team, name="added-stdio").exists(),
+            answered="member",
+            label="stdio",
+        ),
+    ],
+    "server_edit": [
+        Case("GET", "member", server("own_http"), label="own"),
+        Case("GET", "admin", server("admin_http"), label="admin's"),
+        Case(
+            "POST", "member", server("own_http"), lambda w: server_form(w, "member-docs"), edited("own_http")
+        ),
+        Case(
+            "POST",
+            "admin",
+            server("admin_http"),
+            lambda w: server_form(w, "admin-docs"),
+            edited("admin_http"),
+        ),
+        Case(
+            "POST",
+            "admin",
+            server("stdio"),
+            lambda w: server_form(w, "files", transport="stdio", url="", command_line="python -m x"),
+            edited("stdio"),
+        ),
+    ],
+    "server_delete": [
+        Case("GET", "member", server("own_http")),
+        Case("POST", "member", server("own_http"), changed=gone("own_http")),
+        Case("POST", "admin", server("admin_http"), changed=gone("admin_http")),
+        Case("POST", "admin", server("stdio"), changed=gone("stdio")),
+    ],
+    "poll_now": [
+        Case("POST", "member", server("admin_http"), changed=queued, label="http"),
+        Case("POST", "admin", server("stdio"), changed=queued, label="stdio"),
+        Case("POST", "admin", server("stdio"), changed=queued, htmx=True, label="stdio htmx"),
+    ],
+    # -- alerts, budgets, channels
+    "alert_list": [Case("GET", SEE)],
+    "alert_acknowledge": [
+        Case(
+            "POST",
+            "member",
+            obj("code", "alert", "code"),
+            lambda w: {"note": "seen"},
+            lambda w, _: w.fresh(w.alert).state == "acknowledged",
+        ),
+        Case(
+            "POST",
+            "member",
+            obj("code", "alert", "code"),
+            changed=lambda w, _: w.fresh(w.alert).state == "acknowledged",
+            htmx=True,
+        ),
+    ],
+    "alert_silence": [
+        Case(
+            "POST",
+            "member",
+            obj("code", "alert", "code"),
+            lambda w: {"until_release": "1"},
+            lambda w, _: w.fresh(w.alert).state == "silenced",
+        )
+    ],
+    "thresholds": [
+        Case("GET", SEE),
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: {
+                "scope": "team",
+                "measure": "fixed_tax_tokens",
+                "level": "warning",
+                "limit": "99",
+            },
+            changed=lambda w, _: Threshold.objects.filter(team=w.team, level="warning").exists(),
+        ),
+    ],
+    "threshold_update": [
+        Case(
+            "POST",
+            "admin",
+            obj("threshold_id", "rule"),
+            lambda w: {"action": "toggle"},
+            lambda w, _: not w.fresh(w.rule).enabled,
+        ),
+        Case(
+            "POST",
+            "admin",
+            obj("threshold_id", "rule"),
+            lambda w: {"action": "limit", "limit": "999999"},
+            lambda w, _: w.fresh(w.rule).limit == 999999,
+            htmx=True,
+        ),
+        Case("POST", "admin", obj("threshold_id", "rule"), lambda w: {"action": "delete"}, gone("rule")),
+    ],
+    "channels": [
+        Case("GET", SEE),
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: {
+                "name": "pager",
+                "kind": "email",
+                "target": "a@example.com",
+                "min_level": "warning",
+            },
+            changed=lambda w, _: w.team.channels.filter(name="pager").exists(),
+        ),
+    ],
+    "channel_detail": [Case("GET", SEE, obj("code", "channel", "code"))],
+    "channel_action": [
+        Case(
+            "POST",
+            "admin",
+            obj("code", "channel", "code"),
+            lambda w: {"action": "disable"},
+            lambda w, _: not w.fresh(w.channel).enabled,
+        ),
+        Case(
+            "POST", "admin", obj("code", "channel", "code"), lambda w: {"action": "delete"}, gone("channel")
+        ),
+    ],
+    # -- team settings
+    "team_settings": [Case("GET", SEE)],
+    "create_api_token": [
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: {"name": "new-ci"},
+            changed=lambda w, _: ApiToken.objects.filter(team=w.team, name="new-ci").exists(),
+        )
+    ],
+    "revoke_api_token": [
+        Case(
+            "POST",
+            "admin",
+            obj("token_id", "token"),
+            changed=lambda w, _: w.fresh(w.token).revoked_at is not None,
+        )
+    ],
+    # -- ingest
+    "ingest_home": [Case("GET", SEE)],
+    "ingest_upload": [
+        Case(
+            "POST",
+            "member",
+            data=lambda w: {"format": "auto", "file": SimpleUploadedFile("up.jsonl", b'{"a": 1}\n')},
+            changed=lambda w, _: IngestJob.objects.filter(team=w.team, filename="up.jsonl").exists(),
+        )
+    ],
+    "ingest_job": [Case("GET", SEE, obj("code", "job", "code"))],
+    "ingest_job_progress": [Case("GET", SEE, obj("code", "job", "code"))],
+    "ingest_quarantine": [Case("GET", SEE)],
+    "ingest_line": [Case("GET", SEE, obj("line_id", "line"))],
+    "ingest_line_raw": [Case("GET", SEE, obj("line_id", "line"))],
+    "ingest_watch": [
+        Case("GET", SEE),
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: {"path": str(w.watch_root), "pattern": "*.log", "format": "auto"},
+            changed=lambda w, _: WatchedFolder.objects.filter(team=w.team, pattern="*.log").exists(),
+        ),
+    ],
+    "ingest_watch_toggle": [
+        Case("POST", "admin", obj("folder_id", "folder"), changed=lambda w, _: not w.fresh(w.folder).enabled)
+    ],
+    "ingest_watch_scan": [Case("POST", "admin", obj("folder_id", "folder"), changed=queued)],
+    "ingest_watch_delete": [Case("POST", "admin", obj("folder_id", "folder"), changed=gone("folder"))],
+    # -- fidelity
+    "fidelity_agents": [Case("GET", SEE)],
+    "fidelity_overview_panel": [Case("GET", SEE)],
+    "fidelity_agent": [Case("GET", SEE, lambda w: {"team_slug": w.team.slug, "family": w.family})],
+    "fidelity_call": [Case("GET", SEE, obj("call_id", "call"))],
+    "fidelity_unused_tools": [Case("GET", SEE, server("admin_http"))],
+    "fidelity_references": [
+        Case("GET", SEE),
+        Case(
+            "POST",
+            "member",
+            data=lambda w: {
+                "action": "upload",
+                "name": "added.md",
+                "file": SimpleUploadedFile("a.md", b"x" * 300),
+            },
+            changed=lambda w, _: ReferenceDocument.objects.filter(team=w.team, name="added.md").exists(),
+        ),
+    ],
+    "fidelity_reference_delete": [
+        Case("POST", "admin", obj("code", "document", "code"), changed=gone("document"))
+    ],
+    "fidelity_prices": [
+        Case("GET", SEE),
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: {
+                "model": "added-model",
+                "agent_family": "gemini-cli",
+                "input_usd_per_mtok": "1",
+                "output_usd_per_mtok": "2",
+                "note": "",
+            },
+            changed=lambda w, _: ModelPrice.objects.filter(team=w.team, model="added-model").exists(),
+        ),
+    ],
+    "fidelity_price_edit": [
+        Case("GET", "admin", obj("price_id", "team_price")),
+        Case(
+            "POST",
+            "admin",
+            obj("price_id", "team_price"),
+            lambda w: {
+                "model": "team-model",
+                "agent_family": "codex",
+                "input_usd_per_mtok": "7",
+                "output_usd_per_mtok": "8",
+                "note": "edited",
+            },
+            lambda w, _: w.fresh(w.team_price).note == "edited",
+        ),
+    ],
+    "fidelity_price_override": [
+        Case(
+            "POST",
+            "admin",
+            obj("price_id", "global_price"),
+            changed=lambda w, _: ModelPrice.objects.filter(team=w.team, model=w.global_price.model).exists(),
+        )
+    ],
+    "fidelity_price_delete": [
+        Case("POST", "admin", obj("price_id", "team_price"), changed=gone("team_price"))
+    ],
+}
+# Django's admin site and the token API take other credentials: test_permissions_api.py walks them.
+SEPARATE = {"admin": "test_admin_site_is_staff_only", "api": "test_api_routes_want_a_team_token"}
+
+
+def page_names() -> set[str]:
+    return {n for n in url_names() if n.split(":")[0] not in SEPARATE}
+
+
+def test_every_url_pattern_has_an_entry():
+    names = page_names()
+    assert names - set(TABLE) == set(), "URL patterns without an entry in TABLE: give each one"
+    assert set(TABLE) - names == set(), "TABLE entries for URLs that no longer exist"
+    namespaces = {n.split(":")[0] for n in url_names() if ":" in n}
+    assert namespaces == set(SEPARATE), namespaces
+
+
+def _expected(least: str, principal: str) -> bool:
+    if least == PUBLIC:
+        return True
+    if principal == "anonymous":
+        return False
+    if least == LOGIN:
+        return True
+    return principal in RANK and RANK[principal] >= RANK[least]
+
+
+CASES = [
+    pytest.param(name, i, principal, id=f"{name}[{case.label or f'{case.method} {i}'}]-{principal}")
+    for name in sorted(page_names() | set(TABLE))
+    for i, case in enumerate(TABLE.get(name, [Case("GET", "?")]))
+    for principal in PRINCIPALS
+]
+
+
+@pytest.mark.parametrize(("name", "index", "principal"), CASES)
+def test_role_matrix(name, index, principal, client, tmp_path, settings, django_capture_on_commit_callbacks):
+    if name not in TABLE:
+        pytest.fail(f"{name} has no entry in TABLE: say which role it needs")
+    case = TABLE[name][index]
+    world = build_world(tmp_path)
+    settings.INGEST_WATCH_DIRS = [str(world.watch_root)]
+    if principal != "anonymous":
+        client.force_login(world.users[principal])
+    url = reverse(name, kwargs=case.kwargs(world)) + case.query
+    headers = {"HTTP_HX_REQUEST": "true"} if case.htmx else {}
+    before = case.changed(world, []) if case.changed else False
+    assert not before, "the change must not be there before the request"
+    with django_capture_on_commit_callbacks() as callbacks:
+        if case.method == "POST":
+            response = client.post(url, case.data(world), **headers)
+        else:
+            response = client.get(url, **headers)
+    allowed = _expected(case.least, principal)
+    status = response.status_code
+    answered = allowed or bool(case.answered) and _expected(case.answered, principal)
+    if answered:
+        assert 200 <= status < 400, (status, response.content[:300])
+    elif principal == "anonymous":
+        assert status == 302 and response.url.startswith(reverse("login")), status
+    else:
+        assert status == 404, (status, response.content[:300])
+    if case.changed is not None:
+        assert case.changed(world, callbacks) is allowed, f"changed should be {allowed}"
+    elif case.method == "POST" and not allowed:
+        assert callbacks == []
+
+
+def test_pages_hide_the_controls_a_role_lacks(client, tmp_path):
+    """The server's refusal is what counts (above); the pages also leave out what would be refused."""
+    world = build_world(tmp_path)
+    slug = world.team.slug
+    pages = {
+        "poll": reverse("server_detail", args=[slug, world.stdio.code]),
+        "budget": reverse("thresholds", args=[slug]),
+        "ack": reverse("alert_list", args=[slug]),
+        "upload": reverse("ingest_home", args=[slug]),
+        "import": reverse("stacks", args=[slug]),
+    }
+    markers = {
+        "poll": 'id="poll-now"',
+        "budget": "Add a rule",
+        "ack": "Acknowledge</button>",
+        "upload": 'id="upload-form"',
+        "import": "Import an MCP client config",
+    }
+    shown = {}
+    for role in ("admin", "member", "viewer"):
+        client.force_login(world.users[role])
+        shown[role] = {key: markers[key] in client.get(url).content.decode() for key, url in pages.items()}
+    assert shown["admin"] == dict.fromkeys(pages, True)
+    assert shown["member"] == {"poll": False, "budget": False, "ack": True, "upload": True, "import": True}
+    assert shown["viewer"] == dict.fromkeys(pages, False)
+
+
+def test_the_membership_roles_are_the_matrix_roles():
+    from dashboard.teams.models import Membership
+    from dashboard.teams.permissions import MATRIX, Action, Role, allows
+
+    assert set(Membership.Role.values) == {r.value for r in Role} == set(RANK)
+    assert set(MATRIX) == set(Action), "every action needs its least role"
+    # Not a member at all, or a role the matrix does not know, may do nothing.
+    assert not any(allows(None, a) or allows("guest", a) for a in Action)
