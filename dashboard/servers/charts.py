@@ -6,6 +6,7 @@ validation, and a dict serializes without plotly's template (which would double 
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +22,14 @@ COLORS = {
     "grid": "#e3e6eb",
 }
 LIMIT_MEASURE = "fixed_tax_tokens"
+
+
+def chart_text(value: str) -> str:
+    """A user-controlled string (a release's serverInfo.version, an alert message, an agent name)
+    made safe for any Plotly text: Plotly renders names, labels, ticks and hover text as a subset
+    of HTML (<a href>, <b>, <br>), so an unescaped version could put a link into our page. Plotly
+    turns the entities back into the literal characters when it draws."""
+    return html.escape(value, quote=False)
 
 
 def _x(points: list[HistoryPoint], axis: str) -> list[Any]:
@@ -68,9 +77,9 @@ def history_figure(
             "y": line_y,
             "line": {"color": COLORS["tax"], "shape": "hv" if axis == "date" else "linear", "width": 2},
             "marker": {"size": 5},
-            "customdata": [[p.label, p.tool_count, snapshot_url(p)] for p in points]
+            "customdata": [[chart_text(p.label), p.tool_count, snapshot_url(p)] for p in points]
             + (
-                [[points[-1].label, points[-1].tool_count, snapshot_url(points[-1])]]
+                [[chart_text(points[-1].label), points[-1].tool_count, snapshot_url(points[-1])]]
                 if len(line_x) > len(points)
                 else []
             ),
@@ -124,7 +133,7 @@ def history_figure(
                     "color": [COLORS.get(a.level, COLORS["error"]) for a in alerts],
                     "line": {"width": 2},
                 },
-                "text": [a.message[:200] for a in alerts],
+                "text": [chart_text(a.message[:200]) for a in alerts],
                 "hovertemplate": "%{text}<extra>alert</extra>",
             }
         )
@@ -138,7 +147,7 @@ def history_figure(
                 "name": "Release",
                 "x": [xs[i] for i, _ in releases],
                 "y": [p.tokens for _, p in releases],
-                "text": [p.label for _, p in releases],
+                "text": [chart_text(p.label) for _, p in releases],
                 "textposition": "top center",
                 "textfont": {"size": 11, "color": COLORS["release"]},
                 "marker": {"symbol": "diamond", "size": 11, "color": COLORS["release"]},
@@ -161,7 +170,7 @@ def history_figure(
             title={"text": "release (snapshots in order)"},
             tickmode="array",
             tickvals=[i for i, _ in ticks],
-            ticktext=[p.label for _, p in ticks],
+            ticktext=[chart_text(p.label) for _, p in ticks],
             range=[-0.5, max(len(points) - 0.5, 0.5)],
         )
     layout = base_layout(

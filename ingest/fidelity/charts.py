@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
-from dashboard.servers.charts import base_layout
+from dashboard.servers.charts import base_layout, chart_text
 from ingest.capture.models import Agent
 from ingest.fidelity.selectors.agents import DayRate, agent_label
 from ingest.fidelity.selectors.common import exact_rate
@@ -43,7 +43,7 @@ def exact_rate_figure(agents: list[Agent], series: dict[int | None, list[DayRate
             {
                 "type": "scatter",
                 "mode": "lines+markers" if len(points) <= 60 else "lines",
-                "name": agent_label(agent),
+                "name": chart_text(agent_label(agent)),
                 "x": [day.isoformat() for day, _, _ in points],
                 "y": [exact_rate(e, j) for _, e, j in points],
                 "customdata": [[e, j] for _, e, j in points],

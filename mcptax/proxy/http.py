@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import os
 import re
 import signal
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
 import anyio
@@ -47,8 +48,11 @@ HOP_BY_HOP = frozenset(
         b"upgrade",
     }
 )
-# The log keeps at most this much of one non-SSE response body; the client always gets all of it.
+# The log keeps at most this much of one request or non-SSE response body; the peer always gets all
+# of it. A longer request is logged as a `truncated` frame: its first LOGGED_PREFIX bytes (id,
+# method, tool name and the head of the arguments) with the whole body's sha256 and size.
 MAX_LOGGED_BODY = 64 * 1024 * 1024
+LOGGED_PREFIX = 1024 * 1024
 _LINE_BREAK = re.compile(rb"\r\n|\r|\n")
 
 
@@ -119,7 +123,8 @@ def _forward_request_headers(scope: Scope) -> list[tuple[bytes, bytes]]:
     headers = []
     for name, value in scope.get("headers", []):
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower in (b"host", b"content-length", b"accept-encoding"):
+        # Content-Length is kept: a streamed body is relayed with the framing the client chose.
+        if lower in HOP_BY_HOP or lower in (b"host", b"accept-encoding"):
             continue
         headers.append((name, value))
     # Identity encoding keeps the bytes we log readable without re-encoding what we relay.
@@ -171,11 +176,11 @@ class LoggingReverseProxy:
             return
         conn_id = str(next(self._conn_ids))
         request_ts = rfc3339_now()
-        body = await _read_body(receive)
-        if body is None:
+        body = RequestBody(receive)
+        if not await body.start():
             return
         async with anyio.create_task_group() as group:
-            group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+            group.start_soon(_cancel_on_disconnect, body, group.cancel_scope)
             await self._exchange(scope, body, request_ts, conn_id, send)
             group.cancel_scope.cancel()
 
@@ -190,10 +195,14 @@ class LoggingReverseProxy:
                 return
 
     def _log_request(
-        self, session_id: str, scope: Scope, body: bytes, ts: str, conn_id: str, status: int
+        self, session_id: str, scope: Scope, body: RequestBody, ts: str, conn_id: str, status: int
     ) -> None:
-        if body:
-            self.writer.record(session_id, "c2s", body, conn_id=conn_id, ts=ts)
+        if body.truncated:
+            extra = {"truncated": True, "body_sha256": body.sha256.hexdigest(), "body_bytes": body.size}
+            text = body.kept.decode("utf-8", "ignore")
+            self.writer.record(session_id, "c2s", text=text, conn_id=conn_id, ts=ts, extra=extra)
+        elif body.kept:
+            self.writer.record(session_id, "c2s", bytes(body.kept), conn_id=conn_id, ts=ts)
         else:
             meta = {
                 "event": "http_request",
@@ -203,17 +212,22 @@ class LoggingReverseProxy:
             }
             self.writer.record(session_id, "meta", meta=meta, conn_id=conn_id, ts=ts)
 
-    async def _exchange(self, scope: Scope, body: bytes, request_ts: str, conn_id: str, send: Send) -> None:
+    async def _exchange(
+        self, scope: Scope, body: RequestBody, request_ts: str, conn_id: str, send: Send
+    ) -> None:
         client = self._http_client()
         request = client.build_request(
             scope["method"],
             _upstream_target(self.upstream, scope),
             headers=_forward_request_headers(scope),
-            content=body,
+            # Streamed: the upstream gets each chunk as it arrives, never the whole body at once.
+            content=body.content(),
         )
         request_session = _header(scope, SESSION_HEADER.encode())
         try:
             response = await client.send(request, stream=True)
+        except ClientGone:
+            return
         except httpx.HTTPError as exc:
             session_id = request_session or self.fallback_session_id
             self._log_request(session_id, scope, body, request_ts, conn_id, 502)
@@ -263,22 +277,80 @@ class LoggingReverseProxy:
             self.writer.record(session_id, "s2c", bytes(kept), conn_id=conn_id, extra=extra)
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    chunks = []
-    while True:
-        message = await receive()
+class ClientGone(Exception):
+    """The client hung up before it had sent its whole request body."""
+
+
+class RequestBody:
+    """The client's request body, passed to the upstream chunk by chunk as it arrives.
+
+    What the log needs is kept on the way: the whole body up to MAX_LOGGED_BODY; past that only
+    its first LOGGED_PREFIX bytes, with the sha256 and size of all of it (a `truncated` frame).
+    """
+
+    def __init__(self, receive: Receive) -> None:
+        self.receive = receive
+        self.kept = bytearray()
+        self.size = 0
+        self.sha256 = hashlib.sha256()
+        self.truncated = False
+        self.complete = anyio.Event()
+        self._first = b""
+        self._more = False
+
+    async def start(self) -> bool:
+        """Read the first chunk; False when the client hung up before sending it."""
+        message = await self.receive()
         if message["type"] == "http.disconnect":
-            return None
-        chunks.append(message.get("body", b""))
-        if not message.get("more_body", False):
-            return b"".join(chunks)
+            return False
+        self._first = message.get("body", b"")
+        self._more = bool(message.get("more_body", False))
+        self._keep(self._first)
+        if not self._more:
+            self.complete.set()
+        return True
+
+    def content(self) -> bytes | AsyncIterator[bytes]:
+        # A body that came in one piece (most JSON-RPC messages, and every GET) goes on as bytes,
+        # so the upstream sees the same Content-Length framing the client used.
+        return self._chunks() if self._more else self._first
+
+    async def _chunks(self) -> AsyncIterator[bytes]:
+        try:
+            yield self._first
+            self._first = b""
+            while True:
+                message = await self.receive()
+                if message["type"] == "http.disconnect":
+                    raise ClientGone
+                chunk: bytes = message.get("body", b"")
+                if chunk:
+                    self._keep(chunk)
+                    yield chunk
+                if not message.get("more_body", False):
+                    return
+        finally:
+            self.complete.set()
+
+    def _keep(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self.sha256.update(chunk)
+        if self.truncated:
+            return
+        if self.size <= MAX_LOGGED_BODY:
+            self.kept += chunk
+            return
+        self.truncated = True
+        del self.kept[LOGGED_PREFIX:]
 
 
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+async def _cancel_on_disconnect(body: RequestBody, scope: anyio.CancelScope) -> None:
     # Without this a client that hangs up on a quiet SSE stream would leave the
-    # upstream stream (and this task) open until the server next speaks.
+    # upstream stream (and this task) open until the server next speaks. The body's own reader
+    # owns `receive` until the body is complete.
+    await body.complete.wait()
     while True:
-        message = await receive()
+        message = await body.receive()
         if message["type"] == "http.disconnect":
             scope.cancel()
             return

@@ -192,6 +192,18 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+# The log holds every argument in full (file contents, tokens pasted into tool calls): only its
+# owner may read it.
+LOG_FILE_MODE = 0o600
+
+
+def open_private_append(path: str) -> Any:
+    """Open `path` for appending; a new file is created owner-only (0600) in the same system call,
+    so there is no moment at which another user could open it. An existing file keeps its mode."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), LOG_FILE_MODE)
+    return os.fdopen(fd, "ab")
+
+
 class FileSink:
     """Appends envelope lines to a file; the first failure is reported once and disables it."""
 
@@ -210,7 +222,12 @@ class FileSink:
             return
         try:
             if self._file is None:
-                self._file = open(self.path, "ab")  # noqa: SIM115 - kept open for the proxy's lifetime
+                self._file = open_private_append(self.path)
+                if os.fstat(self._file.fileno()).st_mode & 0o077:
+                    self._report(
+                        f"log {self.path!r} is readable by other users and holds full tool arguments; "
+                        f"consider `chmod 600 {self.path}`"
+                    )
             self._file.write(b"".join(lines))
             # Flushed per batch so the log can be tailed or ingested while the session runs.
             self._file.flush()

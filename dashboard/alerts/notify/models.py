@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from django.db import models
 from django.utils import timezone
@@ -25,6 +26,23 @@ class ChannelKind(models.TextChoices):
     SLACK = "slack", "Slack incoming webhook"
     WEBHOOK = "webhook", "Generic JSON webhook (signed)"
     APPRISE = "apprise", "Apprise URL (Discord, Teams, ntfy, Telegram, ...)"
+
+
+def _mask_url_path(url: str) -> str:
+    """Scheme and host of a webhook URL, its path and query masked: receivers commonly put their
+    credential there (/hooks/<token>, ?key=...); userinfo is dropped altogether."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return mask(url)
+    if not parts.scheme or not host:
+        return mask(url)
+    if ":" in host:
+        host = f"[{host}]"
+    rest = urlunsplit(("", "", parts.path, parts.query, parts.fragment)).lstrip("/")
+    return f"{parts.scheme}://{host}{port}/{mask(rest) if rest else ''}"
 
 
 class Channel(models.Model):
@@ -74,7 +92,7 @@ class Channel(models.Model):
         if self.kind == ChannelKind.APPRISE:
             scheme, sep, rest = url.partition("://")
             return f"{scheme}://{mask(rest)}" if sep else mask(url)
-        return url
+        return _mask_url_path(url)
 
     def accepts(self, level: str) -> bool:
         return level == Level.ERROR or self.min_level == Level.WARNING

@@ -291,3 +291,25 @@ def test_channel_disable_enable_and_delete(alice_client, team):
     assert response.status_code == 302 and response.url == reverse("channels", args=[team.slug])
     assert not Channel.objects.filter(pk=channel.pk).exists()
     assert alice_client.get(detail).status_code == 404
+
+
+def test_webhook_urls_are_masked_on_the_channel_pages_like_the_other_targets(
+    alice_client, team, client, user_factory
+):
+    # Webhook receivers put their credential in the URL (a token path, a key in the query,
+    # userinfo); the pages show where it goes, never the credential, to members and admins alike.
+    url = "https://hook-user:hook-pass@hooks.example.com:8443/in/7f3c9a1be2d44c0b?key=k-51b7e0aa"
+    channel = Channel.objects.create(team=team, name="ops", kind=ChannelKind.WEBHOOK, config={"url": url})
+    carol = user_factory("carol")
+    Membership.objects.create(team=team, user=carol, role=Membership.Role.MEMBER)
+    client.force_login(carol)
+    for viewer in (alice_client, client):
+        for page in (
+            reverse("channels", args=[team.slug]),
+            reverse("channel_detail", args=[team.slug, channel.code]),
+        ):
+            html = viewer.get(page).content.decode()
+            assert "https://hooks.example.com:8443/" in html
+            for secret in ("7f3c9a1be2d44c0b", "k-51b7e0aa", "hook-pass", "hook-user"):
+                assert secret not in html, (page, secret)
+    assert channel.target_display.startswith("https://hooks.example.com:8443/in/")

@@ -7,6 +7,7 @@ from io import StringIO
 
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 
 def test_login_page_and_demo_user_can_log_in(client, db):
@@ -64,3 +65,46 @@ def test_members_cannot_create_tokens(client, team, user_factory):
     client.force_login(carol)
     assert client.post(reverse("create_api_token", args=[team.slug]), {"name": "x"}).status_code == 404
     assert not team.api_tokens.exists()
+
+
+def _login(client, username: str, password: str, address: str = "203.0.113.7"):
+    return client.post(reverse("login"), {"username": username, "password": password}, REMOTE_ADDR=address)
+
+
+def test_five_wrong_passwords_lock_the_username_from_that_address_until_the_cool_off(
+    client, alice, team, team_token
+):
+    from datetime import timedelta
+
+    from axes.models import AccessAttempt
+    from django.test import Client
+
+    for _ in range(4):
+        response = _login(client, "alice", "wrong-guess")
+        assert response.status_code == 200 and "didn't match" in response.content.decode()
+    assert _login(client, "alice", "wrong-guess").status_code == 429  # the fifth failure locks
+    # The right password is refused now: the locked page, no session.
+    locked = _login(client, "alice", "pw-for-tests-123")
+    assert locked.status_code == 429 and 'id="locked-out"' in locked.content.decode()
+    assert "15 minutes" in locked.content.decode()
+    assert client.get(reverse("home")).status_code == 302
+    # The lock is per username and address: alice elsewhere, and bob here, are not locked.
+    assert _login(Client(), "alice", "pw-for-tests-123", address="198.51.100.9").status_code == 302
+    # API tokens never pass through the login, so the team's automation keeps working.
+    _, plaintext = team_token
+    api = Client().get("/api/v1/team", HTTP_AUTHORIZATION=f"Bearer {plaintext}", REMOTE_ADDR="203.0.113.7")
+    assert api.status_code == 200
+
+    # Once the cool-off has passed since the last failure, the right password works again.
+    AccessAttempt.objects.update(attempt_time=timezone.now() - timedelta(minutes=16))
+    assert _login(client, "alice", "pw-for-tests-123").status_code == 302
+    assert client.get(reverse("home")).status_code == 302  # redirected to the team, not to login
+    assert "/login/" not in client.get(reverse("home"))["Location"]
+
+
+def test_an_admin_reset_lifts_a_lockout(client, alice):
+    for _ in range(5):
+        _login(client, "alice", "wrong-guess")
+    assert _login(client, "alice", "pw-for-tests-123").status_code == 429
+    call_command("axes_reset_username", "alice", stdout=StringIO())
+    assert _login(client, "alice", "pw-for-tests-123").status_code == 302

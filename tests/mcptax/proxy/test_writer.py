@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import stat
 import threading
 
 import pytest
 import tiktoken
 
 from mcptax.bulk import count_lines
-from mcptax.proxy.writer import EnvelopeWriter, digest_string, redact_bulk
+from mcptax.proxy.writer import EnvelopeWriter, FileSink, digest_string, redact_bulk
+from tests.mcptax.proxy.support import ECHO, run_proxy
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -81,3 +84,31 @@ def test_digest_and_bulk_rules() -> None:
     assert args["data"][0]["$digest"]["bytes"] == 1 and args["data"][1] == {"k": "v"}
     assert redacted["params"]["name"] == "t" and redacted["method"] == "tools/call"
     assert redact_bulk({"a": 1, "b": [True, None]}) == ({"a": 1, "b": [True, None]}, False)
+
+
+def test_the_log_file_is_created_owner_only_by_the_proxy(tmp_path) -> None:
+    # The log holds every tool argument whole; with the usual umask 022 a plain open() would
+    # leave it world-readable (0644).
+    log_path = tmp_path / "log.jsonl"
+    previous = os.umask(0o022)
+    try:
+        done = run_proxy(
+            ["--server-label", "cat", "--log", str(log_path)], ECHO, stdin=b'{"jsonrpc":"2.0"}\n'
+        )
+    finally:
+        os.umask(previous)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_IMODE(log_path.stat().st_mode) == 0o600
+    assert b'"jsonrpc":"2.0"' in log_path.read_bytes()
+
+
+def test_an_existing_world_readable_log_is_reported_not_silently_used(tmp_path) -> None:
+    log_path = tmp_path / "old.jsonl"
+    log_path.write_bytes(b"")
+    log_path.chmod(0o644)
+    reports: list[str] = []
+    sink = FileSink(str(log_path), report=reports.append)
+    sink.write_lines([b"{}\n"])
+    sink.close()
+    assert log_path.read_bytes() == b"{}\n"
+    assert len(reports) == 1 and "readable by other users" in reports[0]
