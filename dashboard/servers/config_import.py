@@ -17,6 +17,7 @@ from django.db import transaction
 
 from dashboard.servers.models import McpServer, Stack
 from dashboard.teams.models import Team
+from dashboard.teams.validators import NAME_RULE, has_control
 from mcptax.clientconfig import ConfigError, ServerSpec, StackSpec, parse_config_text
 
 __all__ = ["ConfigError", "StackImport", "import_config_text"]
@@ -61,6 +62,13 @@ def import_config_text(
     the worker.
     """
     specs = parse_config_text(text, filename)
+    for spec in specs:
+        for what, name in [
+            ("stack", spec.name(stack_name or filename)),
+            *(("server", s.name) for s in spec.servers),
+        ]:
+            if has_control(name):
+                raise ConfigError(f"{what} name {name!r}: {NAME_RULE}")
     owner = user if isinstance(user, User) else None
     with transaction.atomic():
         return [
