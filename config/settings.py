@@ -63,6 +63,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
+    "config.middleware.RejectNulMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -243,6 +244,13 @@ POLL_CONNECT_TIMEOUT = env_float("POLL_CONNECT_TIMEOUT", 10.0)
 POLL_TOTAL_TIMEOUT = env_float("POLL_TOTAL_TIMEOUT", 60.0)
 POLL_MAX_BYTES = env_int("POLL_MAX_BYTES", 5 * 1024 * 1024)
 POLL_CONCURRENCY = env_int("POLL_CONCURRENCY", 16)
+# The CI gate (POST /api/v1/check): refused over these sizes (413), findings given up past the time
+# budget (the answer then says status "error" and why), and a per-token rate limit (429).
+# The same size as POLL_MAX_BYTES: a list the poller would refuse never becomes a snapshot anyway.
+GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 5 * 1024 * 1024)
+GATE_MAX_TOOLS = env_int("GATE_MAX_TOOLS", 2000)
+GATE_TIME_BUDGET_SECONDS = env_float("GATE_TIME_BUDGET_SECONDS", 10.0)
+GATE_RATE_PER_MINUTE = env_int("GATE_RATE_PER_MINUTE", 30)
 INGEST_MAX_UPLOAD_BYTES = env_int("INGEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024)
 INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -82,6 +84,24 @@ _SENTENCE_END = re.compile(r"(?<=[.!?。])\s*|\n+")
 _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 
 
+class AnalysisTimeout(TimeoutError):
+    """The findings were not done by the caller's deadline; nothing partial is returned."""
+
+
+Check = Callable[[], None]
+
+
+def _deadline_check(deadline: float | None) -> Check:
+    """A callable the rules call in their loops; it raises AnalysisTimeout once `deadline` (a
+    time.monotonic() value) has passed, so a huge or hostile list cannot hold the caller for long."""
+
+    def check() -> None:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise AnalysisTimeout("the findings did not finish in time")
+
+    return check
+
+
 @dataclass
 class Finding:
     kind: str
@@ -103,16 +123,23 @@ def analyze(
     team_median_schema_tokens: float | None = None,
     description_limit: int = 300,
     schema_limit: int = 600,
+    report: tokens.TokenReport | None = None,
+    deadline: float | None = None,
 ) -> list[Finding]:
     """Bloat findings for one snapshot's tools, most actionable first.
 
-    Token figures are those of tokens.account (model-visible tools, `encoding`). Medians, when the
-    team has them, add a relative rule beside the absolute limits.
+    Token figures are those of tokens.account (model-visible tools, `encoding`); a caller that has
+    already counted them passes its `report`. Medians, when the team has them, add a relative rule
+    beside the absolute limits. Past `deadline` (time.monotonic()) raises AnalysisTimeout.
     """
-    report = tokens.account(tools, encoding=encoding)
+    check = _deadline_check(deadline)
+    check()
+    if report is None:
+        report = tokens.account(tools, encoding=encoding)
+    check()
     enc = tokens.get_encoding(encoding)
     found = [
-        *_near_duplicates(tools, report),
+        *_near_duplicates(tools, report, check),
         *_oversized(
             report,
             kind=OVERSIZED_DESCRIPTION,
@@ -129,8 +156,8 @@ def analyze(
             limit=schema_limit,
             median=team_median_schema_tokens,
         ),
-        *_repeated_subschemas(tools, enc),
-        *_bulk_without_reference(tools),
+        *_repeated_subschemas(tools, enc, check),
+        *_bulk_without_reference(tools, check),
         *_large_surface(tools, report),
     ]
     found.sort(
@@ -159,7 +186,15 @@ def _join(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def _near_duplicates(tools: list[dict[str, Any]], report: tokens.TokenReport) -> Iterator[Finding]:
+def _shared_with_another(members: list[str], props: dict[str, set[str]]) -> set[str]:
+    """The parameters at least two of `members` have: counted once, not compared pair by pair."""
+    counts = Counter(p for m in dict.fromkeys(members) for p in props[m])
+    return {p for p, n in counts.items() if n >= 2}
+
+
+def _near_duplicates(
+    tools: list[dict[str, Any]], report: tokens.TokenReport, check: Check
+) -> Iterator[Finding]:
     tokens_by_name = {t.name: t.tokens for t in report.tools}
     names = [tool["name"] for tool in tools]
     words = {tool["name"]: _name_words(tool["name"]) for tool in tools}
@@ -167,23 +202,26 @@ def _near_duplicates(tools: list[dict[str, Any]], report: tokens.TokenReport) ->
     full_names = set(words.values())
 
     # A one-word stem ("get", "list") is too generic unless a tool carries exactly that name.
-    stems: set[tuple[str, ...]] = set()
+    # Each stem maps to the names that start with it, in list order (no scan of all names per stem).
+    stems: dict[tuple[str, ...], list[str]] = {}
     for name in names:
         for k in range(1, len(words[name]) + 1):
             stem = words[name][:k]
             if k >= 2 or stem in full_names:
-                stems.add(stem)
+                stems.setdefault(stem, []).append(name)
 
     assigned: set[str] = set()
     # Shortest stems first: read_file + read_file_chunked + read_file_with_encoding form one family
     # rather than read_file_with_* splitting off.
     for stem in sorted(stems, key=lambda s: (len(s), s)):
-        members = [n for n in names if n not in assigned and words[n][: len(stem)] == stem]
+        check()
+        members = [n for n in stems[stem] if n not in assigned]
         if len(members) < 2:
             continue
         # Same stem but nothing in common to pass (list_directory vs list_directory_roots with no
         # arguments) is not one operation with variants.
-        members = [m for m in members if any(props[m] & props[o] for o in members if o != m)]
+        common = _shared_with_another(members, props)
+        members = [m for m in members if props[m] & common]
         if len(members) < 2:
             continue
         sizes = [tokens_by_name[m] for m in members]
@@ -193,7 +231,7 @@ def _near_duplicates(tools: list[dict[str, Any]], report: tokens.TokenReport) ->
         assigned.update(members)
         largest = members[sizes.index(max(sizes))]
         shared = sorted(set.intersection(*(props[m] for m in members))) or sorted(
-            {p for m in members for o in members if o != m for p in props[m] & props[o]}
+            _shared_with_another(members, props)
         )
         variants = sorted(set.union(*(props[m] for m in members)) - set(shared))
         stem_name = "_".join(stem)
@@ -253,11 +291,12 @@ def _is_structured_schema(node: Any) -> bool:
     )
 
 
-def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Finding]:
+def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any, check: Check) -> Iterator[Finding]:
     # Keyed on sorted JSON so a fragment written with its keys in another order still counts.
     occurrences: dict[str, list[tuple[str, str]]] = {}
     first_copy: dict[str, Any] = {}
     for tool in tools:
+        check()
         schema = tool.get("inputSchema")
         if not isinstance(schema, dict):
             continue
@@ -273,19 +312,22 @@ def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any) -> Iterator[Find
     for key, where in occurrences.items():
         if len(where) < 2:
             continue
+        check()
         size = tokens.count(tokens.canonical(first_copy[key]), enc)
         if size >= MIN_FRAGMENT_TOKENS:
             groups.append((size, key, where))
 
-    reported: list[tuple[str, str]] = []
+    reported: dict[str, list[str]] = {}  # tool -> pointers already reported in it
     # Largest first, so a repeated fragment nested inside a larger repeated one is not counted twice.
     for size, _key, where in sorted(groups, key=lambda g: (-g[0], g[1])):
+        check()
         if all(
-            any(tool == r_tool and pointer.startswith(r_pointer + "/") for r_tool, r_pointer in reported)
-            for tool, pointer in where
+            any(pointer.startswith(r_pointer + "/") for r_pointer in reported.get(name, ()))
+            for name, pointer in where
         ):
             continue
-        reported.extend(where)
+        for name, pointer in where:
+            reported.setdefault(name, []).append(pointer)
         copies = len(where)
         tool_names = list(dict.fromkeys(tool for tool, _ in where))
         label = where[0][1].rsplit("/", 1)[-1]
@@ -364,8 +406,9 @@ def _advises_reference(texts: list[str]) -> bool:
     return False
 
 
-def _bulk_without_reference(tools: list[dict[str, Any]]) -> Iterator[Finding]:
+def _bulk_without_reference(tools: list[dict[str, Any]], check: Check) -> Iterator[Finding]:
     for tool in tools:
+        check()
         root = tool.get("inputSchema")
         props = _properties(tool)
         bulk = [name for name, schema in props.items() if _is_bulk_parameter(name, schema, root)]

@@ -1,23 +1,34 @@
 """The CI gate endpoint of the JSON API: `POST check` judges a candidate tools/list.
 
-Scoped to the token's team (`request.team`, set by dashboard.teams.api.TeamTokenAuth).
+Scoped to the token's team (`request.team`, set by dashboard.teams.api.TeamTokenAuth). The body is
+read here, not by ninja, so the rate limit and the size limit are applied before a byte of it is
+parsed: a CI job cannot tie up a web worker with a huge list.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
+import pydantic
+from django.conf import settings
+from django.http import JsonResponse
+from django.template.defaultfilters import filesizeformat
 from ninja import Field, Router, Schema
+from ninja.errors import ValidationError
 
 from dashboard.alerts import gate
 from dashboard.servers.models import McpServer
+from dashboard.teams import ratelimit
 from dashboard.teams.api import TeamApiRequest
+from dashboard.teams.validators import check_name
 
 router = Router(tags=["CI gate"])
 
 
 class CheckIn(Schema):
-    server: str = Field(..., description="Name of a server registered in the token's team.")
+    server: Annotated[str, pydantic.AfterValidator(check_name)] = Field(
+        ..., description="Name of a server registered in the token's team."
+    )
     tools_list: dict[str, Any] | list[Any] = Field(
         ...,
         description="A tools/list result ({'tools': [...]}), a bare array of tools, or {initialize, tools}.",
@@ -50,12 +61,60 @@ class ErrorOut(Schema):
     detail: str
 
 
+def _too_large(detail: str) -> JsonResponse:
+    return JsonResponse({"detail": detail}, status=413)
+
+
+def _read_payload(request: TeamApiRequest) -> CheckIn | JsonResponse:
+    """The body parsed as CheckIn, or the 413 that refuses it unread (ninja's 422 when invalid)."""
+    limit = settings.GATE_MAX_BYTES
+    over = (
+        f"The body is larger than the gate's limit of {filesizeformat(limit)} ({limit:,} bytes, "
+        "GATE_MAX_BYTES); a tools/list that large is refused, not judged in part."
+    )
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = 0
+    if declared > limit:
+        return _too_large(over)
+    body = request.body
+    if len(body) > limit:
+        return _too_large(over)
+    try:
+        return CheckIn.model_validate_json(body or b"{}")
+    except pydantic.ValidationError as exc:
+        raise ValidationError(
+            [
+                {**e, "loc": ("body", "payload", *e["loc"])}
+                for e in exc.errors(include_url=False, include_context=False, include_input=False)
+            ]
+        ) from None
+
+
 @router.post(
     "/check",
-    response={200: CheckOut, 404: ErrorOut, 422: ErrorOut},
+    response={200: CheckOut, 404: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: ErrorOut},
     summary="CI gate: judge a candidate tools/list against the server's latest snapshot and budgets",
+    description="Limits: GATE_MAX_BYTES per body and GATE_MAX_TOOLS tools (413), "
+    "GATE_RATE_PER_MINUTE requests per token (429 with Retry-After). Findings that take longer than "
+    "GATE_TIME_BUDGET_SECONDS are given up: the answer keeps the figures and verdict, with status "
+    "`error` and the reason in `errors`.",
+    openapi_extra={
+        "requestBody": {
+            "content": {"application/json": {"schema": CheckIn.model_json_schema()}},
+            "required": True,
+        }
+    },
 )
-def check(request: TeamApiRequest, payload: CheckIn) -> tuple[int, dict[str, Any]]:
+def check(request: TeamApiRequest) -> tuple[int, dict[str, Any]] | JsonResponse:
+    rate = settings.GATE_RATE_PER_MINUTE
+    wait = ratelimit.retry_after("check", request.api_token.key_id, rate)
+    if wait is not None:
+        return ratelimit.too_many_requests("check", rate, wait, "GATE_RATE_PER_MINUTE")
+    payload = _read_payload(request)
+    if isinstance(payload, JsonResponse):
+        return payload
     server = (
         McpServer.objects.filter(team=request.team, name=payload.server)
         .select_related("current_snapshot")
@@ -70,7 +129,11 @@ def check(request: TeamApiRequest, payload: CheckIn) -> tuple[int, dict[str, Any
             instructions=payload.instructions,
             version=payload.version,
             git_ref=payload.git_ref,
+            max_tools=settings.GATE_MAX_TOOLS,
+            time_budget=settings.GATE_TIME_BUDGET_SECONDS,
         )
+    except gate.TooManyTools as exc:
+        return _too_large(f"tools_list: {exc}.")
     except ValueError as exc:
         return 422, {"detail": f"tools_list: {exc}"}
     return 200, result.to_dict()

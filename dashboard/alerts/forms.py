@@ -14,6 +14,7 @@ from dashboard.alerts.models import SERVER_MEASURES, Level, Measure, Threshold
 from dashboard.alerts.notify.apprise_sender import validate_url
 from dashboard.alerts.notify.models import ChannelKind
 from dashboard.teams.models import Team
+from dashboard.teams.validators import validate_name
 
 SCOPE_MEASURES = [Measure.STACK_FIXED_TAX_TOKENS, *budgets.SERVER_MEASURE_ORDER]
 
@@ -57,7 +58,7 @@ class ThresholdForm(forms.Form):
 
 
 class ChannelForm(forms.Form):
-    name = forms.CharField(max_length=100)
+    name = forms.CharField(max_length=100, validators=[validate_name])
     kind = forms.ChoiceField(choices=ChannelKind.choices)
     target = forms.CharField(
         max_length=1000,

@@ -9,6 +9,7 @@ byte-identical report and the comment need not be re-posted.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -24,6 +25,10 @@ STATUS_OK, STATUS_ERROR = "ok", "error"
 MAX_FINDINGS_IN_REPORT = 15
 
 log = logging.getLogger(__name__)
+
+
+class TooManyTools(Exception):
+    """The candidate lists more tools than the gate judges (GATE_MAX_TOOLS); nothing was judged."""
 
 
 def marker(server_name: str) -> str:
@@ -154,12 +159,21 @@ def run_check(
     instructions: str | None = None,
     version: str | None = None,
     git_ref: str | None = None,
+    max_tools: int | None = None,
+    time_budget: float | None = None,
 ) -> CheckResult:
     """Judge a candidate. `tools_document` is anything `tokens.load_tools_document` accepts.
 
-    Raises ValueError for a malformed document.
+    Raises ValueError for a malformed document and TooManyTools past `max_tools`. The findings
+    are given up once `time_budget` seconds have gone since the start (an error in the result,
+    like any failed analysis): the exact figures and the budgets' verdict are still answered.
     """
+    deadline = None if time_budget is None else time.monotonic() + time_budget
     raw_tools, doc_instructions, server_info = tokens.load_tools_document(tools_document)
+    if max_tools is not None and len(raw_tools) > max_tools:
+        raise TooManyTools(
+            f"the candidate lists {len(raw_tools):,} tools; the gate judges at most {max_tools:,} (GATE_MAX_TOOLS)"
+        )
     if instructions is None:
         instructions = doc_instructions
     if version is None and server_info:
@@ -171,7 +185,16 @@ def run_check(
     # The figures above are exact; what follows is analysis, each part isolated so that a bug in
     # one is reported as an error of ours and never read as the candidate's verdict.
     try:
-        found = [f.to_dict() for f in findings.analyze(raw_tools, encoding=encoding)]
+        found = [
+            f.to_dict()
+            for f in findings.analyze(raw_tools, encoding=encoding, report=report, deadline=deadline)
+        ]
+    except findings.AnalysisTimeout:
+        log.warning("gate findings for %s gave up after the %s s budget", server.name, time_budget)
+        found = []
+        errors.append(
+            f"findings: not finished within the time budget of {time_budget:g} s (GATE_TIME_BUDGET_SECONDS)"
+        )
     except Exception as exc:
         log.exception("gate findings for %s failed", server.name)
         found = []

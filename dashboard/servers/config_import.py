@@ -22,6 +22,7 @@ from dashboard import outbound
 from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.teams.models import Team
 from dashboard.teams.permissions import Action, Role, allows
+from dashboard.teams.validators import NAME_RULE, has_control
 from mcptax.clientconfig import PLACEHOLDER, ConfigError, ServerSpec, StackSpec, parse_config_text
 
 __all__ = ["SHELL", "ConfigError", "Importer", "StackImport", "import_config_text"]
@@ -94,6 +95,13 @@ def import_config_text(
     """
     specs = parse_config_text(text, filename)
     _refuse_inward_urls(specs)
+    for spec in specs:
+        for what, name in [
+            ("stack", spec.name(stack_name or filename)),
+            *(("server", s.name) for s in spec.servers),
+        ]:
+            if has_control(name):
+                raise ConfigError(f"{what} name {name!r}: {NAME_RULE}")
     with transaction.atomic():
         return [
             _import_stack(team, spec, spec.name(stack_name or filename), source or filename, importer)

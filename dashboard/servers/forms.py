@@ -11,6 +11,7 @@ from dashboard import outbound
 from dashboard.crypto import mask
 from dashboard.servers.models import McpServer, Transport
 from dashboard.teams.models import Team
+from dashboard.teams.validators import validate_name
 
 
 def _parse_pairs(text: str, sep: str, what: str) -> dict[str, str]:
@@ -116,7 +117,9 @@ class ServerForm(forms.ModelForm[McpServer]):
 
 
 class ImportConfigForm(forms.Form):
-    stack_name = forms.CharField(max_length=100, help_text="e.g. the agent that loads these servers")
+    stack_name = forms.CharField(
+        max_length=100, validators=[validate_name], help_text="e.g. the agent that loads these servers"
+    )
     config_file = forms.FileField(
         required=False,
         help_text="claude_desktop_config.json, .mcp.json, ~/.claude.json, .vscode/mcp.json, "

@@ -15,6 +15,7 @@ from django.utils import timezone
 from dashboard.crypto import EncryptedJSONField
 from dashboard.teams.models import Team
 from dashboard.teams.permissions import Action, server_edit_action
+from dashboard.teams.validators import NameField
 from mcptax.tokens import canonical
 
 
@@ -55,7 +56,7 @@ class McpServerQuerySet(models.QuerySet["McpServer"]):
 class McpServer(models.Model):
     team = models.ForeignKey(Team, models.CASCADE, related_name="servers")
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    name = models.CharField(max_length=100, help_text="Also the label the logging proxy uses for it.")
+    name = NameField(max_length=100, help_text="Also the label the logging proxy uses for it.")
     transport = models.CharField(max_length=10, choices=Transport.choices)
     command = models.CharField(max_length=500, blank=True)
     args = models.JSONField(default=list, blank=True)
@@ -148,7 +149,7 @@ class Stack(models.Model):
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="stacks")
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    name = models.CharField(max_length=100)
+    name = NameField(max_length=100)
     servers = models.ManyToManyField(McpServer, related_name="stacks", blank=True)
     source = models.CharField(max_length=200, blank=True, help_text="The client config file it came from.")
     unresolved_placeholders = models.JSONField(default=list, blank=True)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from dashboard.teams import permissions
+from dashboard.teams.validators import NameField
 
 
 class TeamQuerySet(models.QuerySet["Team"]):
@@ -26,7 +27,7 @@ class TeamQuerySet(models.QuerySet["Team"]):
 
 class Team(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    name = models.CharField(max_length=100)
+    name = NameField(max_length=100)
     slug = models.SlugField(max_length=100, unique=True)
     context_window = models.PositiveIntegerField(
         default=200_000, help_text="Context window (tokens) the fixed tax is compared against."
@@ -100,7 +101,7 @@ class ApiToken(models.Model):
     """
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="api_tokens")
-    name = models.CharField(max_length=100)
+    name = NameField(max_length=100)
     key_id = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True)

@@ -42,7 +42,9 @@ def create_api_token(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
         messages.error(
-            request, "Give the token a name of at most 100 characters, e.g. the CI job that will use it."
+            request,
+            "Give the token a name of at most 100 characters and no control characters, e.g. the CI job "
+            "that will use it.",
         )
         return redirect("team_settings", team_slug=team.slug)
     creator = request.user if isinstance(request.user, User) else None  # login_required: always a User

@@ -7,13 +7,11 @@ and then ingested like any other log, in the request by default so the caller ge
 
 from __future__ import annotations
 
-import time
 import uuid
 import zlib
 from datetime import datetime
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -21,6 +19,7 @@ from django.template.defaultfilters import filesizeformat
 from ninja import Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
+from dashboard.teams import ratelimit
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
@@ -40,7 +39,6 @@ class TokenRequest(HttpRequest):
 
 READ_CHUNK = 256 * 1024
 GZIP_MAGIC = b"\x1f\x8b"
-RATE_WINDOW_SECONDS = 60
 
 
 class IngestJobOut(Schema):
@@ -100,29 +98,6 @@ def _error(status: int, detail: str, **headers: str) -> JsonResponse:
     for name, value in headers.items():
         response[name.replace("_", "-")] = value
     return response
-
-
-def _rate_limited(token_key: str) -> int | None:
-    """Seconds to wait when this token used up its requests for the current minute, else None.
-
-    A fixed one-minute window in the shared cache (Redis in production), so every web process
-    counts against the same budget.
-    """
-    limit = settings.INGEST_API_RATE_PER_MINUTE
-    if limit <= 0:
-        return None
-    now = time.time()
-    window = int(now // RATE_WINDOW_SECONDS)
-    key = f"ingest-api-rate:{token_key}:{window}"
-    cache.add(key, 0, timeout=RATE_WINDOW_SECONDS + 5)
-    try:
-        used = cache.incr(key)
-    except ValueError:  # expired between add and incr
-        cache.add(key, 1, timeout=RATE_WINDOW_SECONDS + 5)
-        used = 1
-    if used <= limit:
-        return None
-    return max(1, int((window + 1) * RATE_WINDOW_SECONDS - now) + 1)
 
 
 class BadBody(Exception):
@@ -207,14 +182,10 @@ def _too_large(limit: int) -> JsonResponse:
     "counts come from `GET /api/v1/ingest/{code}`.",
 )
 def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse | Status[IngestJob]:
-    retry_after = _rate_limited(request.api_token.key_id)
-    if retry_after is not None:
-        return _error(
-            429,
-            f"Rate limit of {settings.INGEST_API_RATE_PER_MINUTE} ingest requests per minute for this "
-            f"token reached; retry in {retry_after} s.",
-            Retry_After=str(retry_after),
-        )
+    rate = settings.INGEST_API_RATE_PER_MINUTE
+    wait = ratelimit.retry_after("ingest", request.api_token.key_id, rate)
+    if wait is not None:
+        return ratelimit.too_many_requests("ingest", rate, wait, "INGEST_API_RATE_PER_MINUTE")
     if params.format != "auto" and params.format not in FORMATS:
         return _error(400, f"Unknown format {params.format!r}; use auto or one of {', '.join(FORMATS)}.")
     limit = settings.INGEST_API_MAX_BYTES
@@ -237,14 +208,18 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
         return _error(400, "The body is empty; send JSONL lines (or gzip of them).")
 
     filename = params.filename.strip()[:200] or f"api {request.api_token.name}"
-    job = pipeline.create_job(
-        request.team,
-        source=IngestJob.Source.API,
-        filename=filename,
-        path=upload.path,
-        format=params.format,
-        enqueue=None if params.wait else run_ingest_job.delay,
-    )
+    try:
+        job = pipeline.create_job(
+            request.team,
+            source=IngestJob.Source.API,
+            filename=filename,
+            path=upload.path,
+            format=params.format,
+            enqueue=None if params.wait else run_ingest_job.delay,
+        )
+    except BaseException:
+        upload.discard()  # no job owns the file: it must not outlive the request
+        raise
     if not params.wait:
         return Status(202, job)
     pipeline.run_job(job.pk)

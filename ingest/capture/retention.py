@@ -1,22 +1,31 @@
-"""Retention of captured bulk content.
+"""Retention of captured bulk content and of the raw logs it came from.
 
 Hashes and figures of every bulk argument are kept for good; the text itself (BulkContent) is
 kept for `TeamCaptureSettings.content_retention_days` after the last call that carried it, then
 dropped. Without the text, a later damaged copy of it can still be judged by hash (`mismatch`, or
 a hash hypothesis), just no longer explained byte by byte.
+
+The raw files of uploads and API pushes hold every text too, so they follow the same window,
+counted from the end of their job (at once when the team keeps no texts); watched-folder files are
+the team's own logs and are never touched.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from django.utils import timezone
 
 from dashboard.teams.models import Team
-from ingest.capture.models import BulkArgument, BulkContent, TeamCaptureSettings
+from ingest.capture.models import BulkArgument, BulkContent, IngestJob, TeamCaptureSettings
+from ingest.capture.uploads import upload_dir
 
 DEFAULT_RETENTION_DAYS = TeamCaptureSettings._meta.get_field("content_retention_days").default
 CHUNK = 1000
+OWN_FILES = (IngestJob.Source.UPLOAD, IngestJob.Source.API)
+log = logging.getLogger(__name__)
 
 
 def purge_expired_content(now: datetime | None = None) -> int:
@@ -36,4 +45,39 @@ def purge_expired_content(now: datetime | None = None) -> int:
                 break
             # The FK is SET_NULL: arguments keep their figures and hash, only the text goes.
             deleted += BulkContent.objects.filter(pk__in=ids).delete()[0]
+    return deleted
+
+
+def purge_expired_uploads(now: datetime | None = None) -> int:
+    """Delete the raw files of finished upload and API jobs past their team's window. Returns files deleted.
+
+    The job keeps its counts and outcomes; its `path` is emptied to record that the file is gone.
+    """
+    now = now or timezone.now()
+    rules = {
+        team_id: (keep, days)
+        for team_id, keep, days in TeamCaptureSettings.objects.values_list(
+            "team_id", "keep_bulk_content", "content_retention_days"
+        )
+    }
+    deleted = 0
+    for team in Team.objects.all():
+        keep, days = rules.get(team.pk, (True, DEFAULT_RETENTION_DAYS))
+        cutoff = now - timedelta(days=days) if keep else now
+        root = upload_dir(team).resolve()
+        jobs = IngestJob.objects.filter(
+            team=team,
+            source__in=OWN_FILES,
+            status__in=(IngestJob.Status.DONE, IngestJob.Status.FAILED),
+            finished__lte=cutoff,
+        ).exclude(path="")
+        for job in jobs.iterator(chunk_size=CHUNK):
+            path = Path(job.path).resolve()
+            if not path.is_relative_to(root):  # only ever our own upload folder
+                log.warning("job %s: %s is outside %s; not deleted", job.code, path, root)
+                continue
+            if path.exists():
+                path.unlink()
+                deleted += 1
+            IngestJob.objects.filter(pk=job.pk).update(path="")
     return deleted

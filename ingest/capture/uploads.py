@@ -133,6 +133,7 @@ class IngestUploadHandler(FileUploadHandler):
         self.max_bytes: int = settings.INGEST_MAX_UPLOAD_BYTES if max_bytes is None else max_bytes
         self.too_large = False
         self.writer: UploadWriter | None = None
+        self.kept = False
 
     def new_file(self, field_name: str, file_name: str, *args: Any, **kwargs: Any) -> None:
         super().new_file(field_name, file_name, *args, **kwargs)
@@ -159,4 +160,13 @@ class IngestUploadHandler(FileUploadHandler):
 
     def upload_interrupted(self) -> None:
         if self.writer is not None:
+            self.writer.discard()
+
+    def discard_unless_kept(self) -> None:
+        """Remove the file unless the view handed it to a job (``kept``).
+
+        The file is written while the body is parsed, which for the web form happens in the CSRF
+        check: a refused request (bad token, invalid form, an error) must not leave it behind.
+        """
+        if self.writer is not None and not self.kept:
             self.writer.discard()

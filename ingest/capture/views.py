@@ -86,7 +86,10 @@ def upload(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug, Action.UPLOAD_LOG)
     handler = IngestUploadHandler(request, team=team)
     request.upload_handlers = [handler]
-    return _upload(request, team, handler)
+    try:
+        return _upload(request, team, handler)
+    finally:
+        handler.discard_unless_kept()
 
 
 @csrf_protect
@@ -115,6 +118,7 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
             user=request.user,
             enqueue=run_ingest_job.delay,
         )
+    handler.kept = True  # committed: the job owns the file now
     messages.success(request, f"{spooled.name} uploaded; it is being ingested.")
     return redirect("ingest_job", team_slug=team.slug, code=job.code)
 

@@ -8,17 +8,25 @@ from django import forms
 from django.utils import timezone
 
 from dashboard.teams.models import Team
+from dashboard.teams.validators import validate_name
 from ingest.fidelity.models import ModelPrice
 
 
 class ReferenceUploadForm(forms.Form):
     file = forms.FileField()
-    name = forms.CharField(max_length=300, required=False, help_text="Defaults to the file name")
+    name = forms.CharField(
+        max_length=300, required=False, validators=[validate_name], help_text="Defaults to the file name"
+    )
 
 
 class ReferenceUrlForm(forms.Form):
     url = forms.URLField(max_length=2000, assume_scheme="https")
-    name = forms.CharField(max_length=300, required=False, help_text="Defaults to the file name in the URL")
+    name = forms.CharField(
+        max_length=300,
+        required=False,
+        validators=[validate_name],
+        help_text="Defaults to the file name in the URL",
+    )
 
 
 if TYPE_CHECKING:

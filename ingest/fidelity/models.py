@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.teams.models import Team
+from dashboard.teams.validators import NameField
 from ingest.capture.models import Agent
 
 
@@ -31,7 +32,7 @@ class ReferenceDocument(models.Model):
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="reference_documents")
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    name = models.CharField(max_length=300)
+    name = NameField(max_length=300)
     source = models.CharField(max_length=10, choices=Source.choices)
     url = models.URLField(max_length=2000, blank=True, help_text="As registered")
     fetched_url = models.URLField(max_length=2000, blank=True, help_text="After blob→raw and redirects")

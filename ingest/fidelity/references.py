@@ -23,6 +23,7 @@ from django.db import IntegrityError, transaction
 
 from dashboard import outbound
 from dashboard.teams.models import Team
+from dashboard.teams.validators import one_line
 from ingest.fidelity import verdicts
 from ingest.fidelity.fetch import FetchRefused, fetch_reference
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
@@ -59,7 +60,8 @@ def _store(
         with transaction.atomic():
             document = ReferenceDocument.objects.create(
                 team=team,
-                name=name[:300] or figures.sha256[:12],
+                # A default taken from a file name or URL may carry what a typed name may not.
+                name=one_line(name)[:300] or figures.sha256[:12],
                 source=source,
                 url=url[:2000],
                 fetched_url=fetched_url[:2000],

@@ -38,6 +38,7 @@ from dashboard.alerts.notify.models import (
 from dashboard.alerts.notify.slack import SlackSender
 from dashboard.alerts.notify.webhook import WebhookSender
 from dashboard.alerts.signals import deliveries_created
+from dashboard.teams.validators import one_line
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
 def render(payload: dict[str, Any]) -> Message:
     alert = payload.get("alert")
     if not alert:
-        subject = f"[MCP tool tax] Test notification for {payload['team']['name']}"
+        subject = one_line(f"[MCP tool tax] Test notification for {payload['team']['name']}")
         return Message(payload, subject, subject + "\n\nThis channel is set up correctly.\n")
     verb = {
         EventKind.OPENED: "over budget",
@@ -128,7 +129,11 @@ def render(payload: dict[str, Any]) -> Message:
         EventKind.REOPENED: "still over budget (silence ended)",
         EventKind.RESOLVED: "resolved",
     }.get(payload["event"], payload["event"])
-    subject = f"[MCP tool tax] {alert['level'].upper()} {alert['subject']}: {alert['measure_label']} {verb}"
+    # One line whatever the names hold: rows stored before names were validated may have a CR/LF,
+    # which would make the mail library refuse the whole message (a header cannot span lines).
+    subject = one_line(
+        f"[MCP tool tax] {alert['level'].upper()} {alert['subject']}: {alert['measure_label']} {verb}"
+    )
     lines = [
         alert["message"],
         "",

@@ -19,6 +19,7 @@ from django.utils import timezone
 from dashboard.alerts.models import Alert, Level
 from dashboard.crypto import EncryptedJSONField, mask
 from dashboard.teams.models import Team
+from dashboard.teams.validators import NameField
 
 
 class ChannelKind(models.TextChoices):
@@ -50,7 +51,7 @@ class Channel(models.Model):
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="channels")
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    name = models.CharField(max_length=100)
+    name = NameField(max_length=100)
     kind = models.CharField(max_length=10, choices=ChannelKind.choices)
     # email: {"to": [addresses]}; slack: {"url"}; webhook: {"url", "secret"}; apprise: {"url"}.
     config = EncryptedJSONField(blank=True, default=dict)

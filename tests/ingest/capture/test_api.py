@@ -252,3 +252,16 @@ def test_the_logging_proxy_pushes_to_the_real_api(live_server, team, settings, t
     # session still knows its client in batches after the one holding `initialize`.
     assert not call.unanswered and call.response_ts is not None and call.is_error is False
     assert call.agent is not None and call.agent.name == "mcp"
+
+
+def test_an_api_upload_named_with_a_nul_is_refused_and_writes_nothing(client, team, settings):
+    _, token = ApiToken.issue(team, "push")
+    response = client.post(
+        "/api/v1/ingest?filename=log%00.jsonl",
+        data=b'{"a": 1}\n',
+        content_type="application/x-ndjson",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert response.status_code == 400
+    assert not IngestJob.objects.exists()
+    assert spooled_files(settings) == []

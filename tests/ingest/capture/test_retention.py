@@ -45,3 +45,55 @@ def test_the_default_window_applies_to_teams_without_settings(team, tmp_path):
     ToolCall.objects.update(created=long_ago)
     BulkContent.objects.update(created=long_ago)
     assert purge_expired_content() == 1
+
+
+def _finished_job(team, source, path, days_ago):
+    from ingest.capture.models import IngestJob
+
+    return IngestJob.objects.create(
+        team=team,
+        source=source,
+        path=str(path),
+        status=IngestJob.Status.DONE,
+        finished=timezone.now() - timedelta(days=days_ago),
+    )
+
+
+def test_raw_upload_files_are_deleted_once_the_team_window_has_passed(team, settings, tmp_path):
+    from ingest.capture.models import IngestJob
+    from ingest.capture.retention import purge_expired_uploads
+    from ingest.capture.uploads import store_upload
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    TeamCaptureSettings.objects.create(team=team, content_retention_days=7)
+    old_upload = store_upload(team, [b"{}\n"], "old.jsonl")
+    old_push = store_upload(team, [b"{}\n"], "api.jsonl")
+    recent = store_upload(team, [b"{}\n"], "recent.jsonl")
+    watched_log = tmp_path / "watched.jsonl"  # a team's own log: never ours to delete
+    watched_log.write_bytes(b"{}\n")
+    jobs = [
+        _finished_job(team, IngestJob.Source.UPLOAD, old_upload, 10),
+        _finished_job(team, IngestJob.Source.API, old_push, 8),
+        _finished_job(team, IngestJob.Source.UPLOAD, recent, 2),
+        _finished_job(team, IngestJob.Source.WATCH, watched_log, 30),
+    ]
+    assert purge_expired_uploads() == 2
+    assert not old_upload.exists() and not old_push.exists()
+    assert recent.exists() and watched_log.exists()
+    assert [IngestJob.objects.get(pk=j.pk).path for j in jobs] == ["", "", str(recent), str(watched_log)]
+    assert purge_expired_uploads() == 0  # idempotent
+
+
+def test_a_team_that_keeps_no_texts_keeps_no_raw_upload_after_its_job(team, settings, tmp_path):
+    from ingest.capture.models import IngestJob
+    from ingest.capture.tasks import purge_expired_content as purge_task
+    from ingest.capture.uploads import store_upload
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    TeamCaptureSettings.objects.create(team=team, keep_bulk_content=False)
+    path = store_upload(team, [b"{}\n"], "a.jsonl")
+    _finished_job(team, IngestJob.Source.UPLOAD, path, 0)
+    running = store_upload(team, [b"{}\n"], "b.jsonl")
+    IngestJob.objects.create(team=team, source=IngestJob.Source.UPLOAD, path=str(running))
+    purge_task()  # the hourly beat task purges files too
+    assert not path.exists() and running.exists()

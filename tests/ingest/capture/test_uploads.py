@@ -112,3 +112,20 @@ def test_upload_to_another_team_is_not_found(alice_client, user_factory, team_fa
     )
     assert response.status_code == 404
     assert not IngestJob.objects.exists() and spooled_files(settings) == []
+
+
+def test_a_csrf_rejected_upload_leaves_no_file_on_disk(team, alice, settings):
+    from django.test import Client
+
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(alice)
+    url = reverse("ingest_upload", args=[team.slug])
+    # With a CSRF cookie but no token in the form, the check must parse the body (writing the
+    # file) to look for the token, and only then refuses.
+    assert strict.get(reverse("ingest_home", args=[team.slug])).status_code == 200
+    assert "csrftoken" in strict.cookies
+    log = SimpleUploadedFile("a.jsonl", make_envelope_log(200), content_type="application/x-ndjson")
+    response = strict.post(url, {"file": log})
+    assert response.status_code == 403
+    assert not IngestJob.objects.exists()
+    assert spooled_files(settings) == []

@@ -1,0 +1,49 @@
+"""The per-token rate limit of the JSON API, one mechanism for every route that needs one.
+
+A fixed one-minute window in the shared cache (Redis in production), so every web process counts
+against the same budget; each route has its own budget (`scope`), per token.
+"""
+
+from __future__ import annotations
+
+import time
+
+from django.core.cache import cache
+from django.http import JsonResponse
+
+WINDOW_SECONDS = 60
+
+
+def retry_after(scope: str, token_key: str, limit: int) -> int | None:
+    """Count one request of this token against `scope`'s per-minute `limit`.
+
+    Returns the seconds to wait when the budget of the current minute is used up, else None.
+    A limit of 0 or less turns the limit off.
+    """
+    if limit <= 0:
+        return None
+    now = time.time()
+    window = int(now // WINDOW_SECONDS)
+    key = f"{scope}-api-rate:{token_key}:{window}"
+    cache.add(key, 0, timeout=WINDOW_SECONDS + 5)
+    try:
+        used = cache.incr(key)
+    except ValueError:  # expired between add and incr
+        cache.add(key, 1, timeout=WINDOW_SECONDS + 5)
+        used = 1
+    if used <= limit:
+        return None
+    return max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
+
+
+def too_many_requests(scope: str, limit: int, wait: int, setting: str) -> JsonResponse:
+    """The 429 answer, with Retry-After and the setting that sets the limit."""
+    response = JsonResponse(
+        {
+            "detail": f"Rate limit of {limit} {scope} requests per minute for this token reached "
+            f"({setting}); retry in {wait} s."
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(wait)
+    return response
