@@ -202,6 +202,9 @@ POLL_CONNECT_TIMEOUT = env_float("POLL_CONNECT_TIMEOUT", 10.0)
 POLL_TOTAL_TIMEOUT = env_float("POLL_TOTAL_TIMEOUT", 60.0)
 POLL_MAX_BYTES = env_int("POLL_MAX_BYTES", 5 * 1024 * 1024)
 POLL_CONCURRENCY = env_int("POLL_CONCURRENCY", 16)
+# Beat's dispatcher tick (seconds): each tick sends the polls falling due before the next one,
+# each with its exact ETA, so a poll starts on time, not up to a tick late.
+POLL_DISPATCH_EVERY = 15.0
 INGEST_MAX_UPLOAD_BYTES = env_int("INGEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024)
 INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
