@@ -11,6 +11,10 @@ from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
+# The dispatcher's tick; settings.POLL_DISPATCH_EVERY repeats it for the dispatcher's look-ahead
+# (this module loads before Django's settings are configured, so it cannot read them here).
+DISPATCH_EVERY = 15.0
+
 app = Celery("mcp_tax")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 
@@ -36,7 +40,7 @@ app.conf.update(
     # Periodic work lives here, in code, so every deployment runs the same schedule.
     beat_schedule={
         "worker-heartbeat": {"task": "dashboard.tasks.worker_heartbeat", "schedule": 30.0},
-        "dispatch-due-polls": {"task": "dashboard.tasks.dispatch_due_polls", "schedule": 15.0},
+        "dispatch-due-polls": {"task": "dashboard.tasks.dispatch_due_polls", "schedule": DISPATCH_EVERY},
         "sweep-notifications": {"task": "dashboard.tasks.sweep_notifications", "schedule": 60.0},
         "scan-watched-folders": {"task": "ingest.tasks.scan_watched_folders", "schedule": 10.0},
         "resume-stalled-ingest-jobs": {"task": "ingest.tasks.resume_stalled_jobs", "schedule": 60.0},

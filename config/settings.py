@@ -251,6 +251,9 @@ GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 5 * 1024 * 1024)
 GATE_MAX_TOOLS = env_int("GATE_MAX_TOOLS", 2000)
 GATE_TIME_BUDGET_SECONDS = env_float("GATE_TIME_BUDGET_SECONDS", 10.0)
 GATE_RATE_PER_MINUTE = env_int("GATE_RATE_PER_MINUTE", 30)
+# Beat's dispatcher tick (seconds): each tick sends the polls falling due before the next one,
+# each with its exact ETA, so a poll starts on time, not up to a tick late.
+POLL_DISPATCH_EVERY = 15.0
 INGEST_MAX_UPLOAD_BYTES = env_int("INGEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024)
 INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from dashboard.crypto import EncryptedJSONField
@@ -44,6 +45,12 @@ TRANSIENT_OUTCOMES = {
 }
 
 
+def poll_lock_stale_after() -> timedelta:
+    """A poll lock older than this was left by a worker that died: the longest a live poll can hold
+    it (the total timeout) twice over, plus a minute for the bookkeeping around it."""
+    return timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
+
+
 class McpServerQuerySet(models.QuerySet["McpServer"]):
     def for_user(self, user: User | AnonymousUser) -> McpServerQuerySet:
         return self.filter(team__in=Team.objects.for_user(user))
@@ -51,6 +58,14 @@ class McpServerQuerySet(models.QuerySet["McpServer"]):
     def due(self, now: datetime | None = None) -> McpServerQuerySet:
         now = now or timezone.now()
         return self.filter(enabled=True, next_poll_at__lte=now)
+
+    def lock_free(self, now: datetime | None = None) -> McpServerQuerySet:
+        """Servers nobody is polling: no lock, or a lock whose worker stopped answering (stale).
+
+        The one staleness rule, shared by the claim, the dispatcher and the pages.
+        """
+        now = now or timezone.now()
+        return self.filter(Q(polling_since__isnull=True) | Q(polling_since__lt=now - poll_lock_stale_after()))
 
 
 class McpServer(models.Model):
@@ -74,6 +89,9 @@ class McpServer(models.Model):
     # Scheduling state, written only through conditional updates (see dashboard.servers.polling).
     next_poll_at = models.DateTimeField(default=timezone.now, db_index=True)
     polling_since = models.DateTimeField(null=True, blank=True)
+    # Who holds the lock: the poll task's id, so the same task redelivered after its worker died
+    # (acks_late) resumes its own lease instead of skipping the server until the lock goes stale.
+    poll_lease = models.CharField(max_length=100, blank=True)
     consecutive_failures = models.PositiveIntegerField(default=0)
     last_poll_at = models.DateTimeField(null=True, blank=True)
     last_outcome = models.CharField(max_length=20, choices=PollOutcome.choices, blank=True)
@@ -95,6 +113,7 @@ class McpServer(models.Model):
         {
             "next_poll_at",
             "polling_since",
+            "poll_lease",
             "consecutive_failures",
             "last_poll_at",
             "last_outcome",
@@ -122,7 +141,8 @@ class McpServer(models.Model):
 
     @property
     def is_polling(self) -> bool:
-        return self.polling_since is not None
+        """A live poll holds the lock (a stale lock is a dead worker's, not a poll)."""
+        return self.polling_since is not None and not self.lock_is_stale()
 
     def edit_action(self, user: User | AnonymousUser) -> Action:
         """What editing or deleting this server takes from `user` (the role matrix decides who)."""
@@ -140,8 +160,7 @@ class McpServer(models.Model):
 
     def lock_is_stale(self, now: datetime | None = None) -> bool:
         now = now or timezone.now()
-        limit = timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
-        return self.polling_since is not None and now - self.polling_since > limit
+        return self.polling_since is not None and now - self.polling_since > poll_lock_stale_after()
 
 
 class Stack(models.Model):

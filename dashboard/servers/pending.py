@@ -32,7 +32,7 @@ def poll_in_flight(
     server: McpServer, pending: tuple[int, datetime] | None, now: datetime | None = None
 ) -> bool:
     """Polling now, or asked to poll (poll now) and the worker has not finished it yet."""
-    if server.polling_since is not None:
+    if server.is_polling:
         return True
     if pending is None or pending[0] != server.pk:
         return False

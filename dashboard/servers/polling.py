@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from dashboard import outbound
@@ -65,17 +64,22 @@ def target_for(server: McpServer) -> ServerTarget:
     )
 
 
-def claim(server_id: int) -> bool:
-    """Take the per-server lock with a conditional update, so a slow server is never polled twice."""
+def claim(server_id: int, lease: str = "") -> bool:
+    """Take the per-server lock with a conditional update, so a slow server is never polled twice.
+
+    Free, stale (its worker died), or held under this same `lease` (the same task, redelivered after
+    its worker died mid-poll) can be taken.
+    """
     now = timezone.now()
-    stale = now - timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
-    free = Q(polling_since__isnull=True) | Q(polling_since__lt=stale)
-    return McpServer.objects.filter(free, pk=server_id).update(polling_since=now) == 1
+    free = McpServer.objects.lock_free(now)
+    if lease:
+        free = free | McpServer.objects.filter(poll_lease=lease)
+    return free.filter(pk=server_id).update(polling_since=now, poll_lease=lease) == 1
 
 
-def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
+def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -> PollSummary:
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=server_id)
-    if not claim(server.pk):
+    if not claim(server.pk, lease):
         return PollSummary(
             server.name, "skipped", "a poll of this server is already running", 0, False, None, True
         )
@@ -83,43 +87,63 @@ def poll_server(server_id: int, *, trigger: str = "schedule") -> PollSummary:
     t0 = time.monotonic()
     outcome: str = PollOutcome.OK
     message, snapshot, changed = "", None, False
+    run: PollRun | None = None
     try:
-        result = fetch_tools_sync(
-            target_for(server),
-            connect_timeout=settings.POLL_CONNECT_TIMEOUT,
-            total_timeout=settings.POLL_TOTAL_TIMEOUT,
-            max_bytes=settings.POLL_MAX_BYTES,
-            outbound=outbound.policy(),
+        try:
+            result = fetch_tools_sync(
+                target_for(server),
+                connect_timeout=settings.POLL_CONNECT_TIMEOUT,
+                total_timeout=settings.POLL_TOTAL_TIMEOUT,
+                max_bytes=settings.POLL_MAX_BYTES,
+                outbound=outbound.policy(),
+            )
+            snapshot, changed = record_snapshot(server, result)
+        except PollError as exc:
+            outcome, message = exc.outcome, exc.message
+        except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
+            # Ours, not the server's: `crashed` is kept for a server process that died.
+            log.exception("poll of %s failed in the dashboard", server.name)
+            outcome, message = PollOutcome.INTERNAL_ERROR, _describe(exc)
+        duration_ms = int((time.monotonic() - t0) * 1000)
+        run = PollRun.objects.create(
+            server=server,
+            started=started,
+            duration_ms=duration_ms,
+            outcome=outcome,
+            message=message[:5000],
+            snapshot=snapshot,
+            changed=changed,
+            trigger=trigger,
         )
-        snapshot, changed = record_snapshot(server, result)
-    except PollError as exc:
-        outcome, message = exc.outcome, exc.message
-    except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
-        # Ours, not the server's: `crashed` is kept for a server process that died.
-        log.exception("poll of %s failed in the dashboard", server.name)
-        outcome, message = PollOutcome.INTERNAL_ERROR, _describe(exc)
-    duration_ms = int((time.monotonic() - t0) * 1000)
-    run = PollRun.objects.create(
-        server=server,
-        started=started,
-        duration_ms=duration_ms,
-        outcome=outcome,
-        message=message[:5000],
-        snapshot=snapshot,
-        changed=changed,
-        trigger=trigger,
-    )
-    _release(server, run)
+        _release(server, run)
+    finally:
+        if run is None:
+            # The PollRun could not be written (the database went away mid-poll, or a bug): give the
+            # lock back anyway, so the server is polled again; if even this fails, it goes stale.
+            _release_after_failure(server, started)
     if changed and snapshot is not None:
         _after_new_snapshot(snapshot)
     return PollSummary(server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None)
+
+
+def _release_after_failure(server: McpServer, started: datetime) -> None:
+    try:
+        McpServer.objects.filter(pk=server.pk, polling_since__isnull=False).update(
+            polling_since=None,
+            poll_lease="",
+            last_outcome=PollOutcome.INTERNAL_ERROR,
+            next_poll_at=timezone.now() + timedelta(seconds=server.backoff_seconds()),
+        )
+    except Exception:
+        log.exception("could not release the poll lock of %s; it goes stale by itself", server.name)
 
 
 def _release(server: McpServer, run: PollRun) -> None:
     now = timezone.now()
     if run.outcome == PollOutcome.OK:
         failures = 0
-        next_at = now + timedelta(seconds=server.poll_interval_seconds)
+        # Counted from the poll's start, so the time a poll takes never adds up into drift.
+        next_at = max(run.started + timedelta(seconds=server.poll_interval_seconds), now)
     else:
         failures = server.consecutive_failures + 1
         server.consecutive_failures = failures - 1
@@ -129,6 +153,7 @@ def _release(server: McpServer, run: PollRun) -> None:
         next_at = now + timedelta(seconds=delay)
     McpServer.objects.filter(pk=server.pk).update(
         polling_since=None,
+        poll_lease="",
         consecutive_failures=failures,
         last_poll_at=run.started,
         last_outcome=run.outcome,
@@ -265,20 +290,31 @@ def _notify_listeners(snapshot: Snapshot) -> None:
             record_analysis_error(snapshot, getattr(receiver, "__name__", str(receiver)), response)
 
 
-def dispatch_due(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
-    """Find servers due for a poll and hand each server's id to `enqueue` (the caller's: beat's
-    task passes the poll task's `.delay`).
+def dispatch_due(
+    now: datetime | None = None,
+    *,
+    enqueue: Callable[[int, datetime], object],
+    lookahead: timedelta | None = None,
+) -> list[int]:
+    """Find servers due for a poll within the next beat tick and hand each server's id and its
+    exact due time to `enqueue` (beat's task sends the poll task with that ETA), so a poll starts
+    on time rather than at the first tick after it falls due.
 
     next_poll_at is pushed forward when dispatching, so beat ticking again before the poll runs
-    does not enqueue the same server twice.
+    does not enqueue the same server twice. A server whose lock went stale (its worker died) is
+    dispatched like a free one.
     """
     now = now or timezone.now()
+    horizon = now + (lookahead if lookahead is not None else timedelta(seconds=settings.POLL_DISPATCH_EVERY))
     dispatched = []
-    for server in (
-        McpServer.objects.due(now).filter(polling_since__isnull=True).only("pk", "poll_interval_seconds")
-    ):
-        hold = now + timedelta(seconds=max(60, settings.POLL_TOTAL_TIMEOUT * 2))
-        if McpServer.objects.filter(pk=server.pk, next_poll_at__lte=now).update(next_poll_at=hold) == 1:
-            enqueue(server.pk)
+    due = McpServer.objects.lock_free(now).due(horizon).only("pk", "next_poll_at")
+    for server in due:
+        eta = max(server.next_poll_at, now)
+        hold = eta + timedelta(seconds=max(60, settings.POLL_TOTAL_TIMEOUT * 2))
+        claimed = McpServer.objects.filter(pk=server.pk, next_poll_at=server.next_poll_at).update(
+            next_poll_at=hold
+        )
+        if claimed == 1:
+            enqueue(server.pk, eta)
             dispatched.append(server.pk)
     return dispatched

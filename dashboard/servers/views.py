@@ -251,6 +251,12 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
     if server.is_polling:
         messages.info(request, f"{server.name} is already being polled.")
     else:
+        if server.lock_is_stale():
+            messages.warning(
+                request,
+                f"The poll of {server.name} that started {server.polling_since:%Y-%m-%d %H:%M} UTC never "
+                "finished (its worker stopped); polling again.",
+            )
         # After commit, so the worker never looks for state this request has not written yet.
         transaction.on_commit(lambda: poll_server_task.delay(server.pk, "manual"))
     pending = pending_token(server, requested)

@@ -189,10 +189,18 @@ class DeliveryOutcome:
     http_status: int | None = None
 
 
+def unlocked(now: datetime) -> Q:
+    """Nobody holds the delivery: no lock, or a lock left by a worker that died mid-attempt.
+
+    The one staleness rule, shared by the claim and the sweep.
+    """
+    return Q(locked_at__isnull=True) | Q(locked_at__lt=now - LOCK_STALE_AFTER)
+
+
 def claim(delivery_id: int, now: datetime | None = None) -> bool:
     """Take the delivery for one attempt. False when it is finished or another worker holds it."""
     now = now or timezone.now()
-    free = Q(locked_at__isnull=True) | Q(locked_at__lt=now - LOCK_STALE_AFTER)
+    free = unlocked(now)
     return (
         Delivery.objects.filter(free, pk=delivery_id, processed=None).update(
             locked_at=now, attempts=F("attempts") + 1
@@ -275,14 +283,15 @@ def send_test(channel: Channel) -> Notification:
 
 
 def sweep_pending(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
-    """Hand deliveries whose retry is overdue (a lost broker message, a failed enqueue) to `enqueue`
-    (the caller's: the sweep task passes the delivery task's `.delay`).
+    """Hand deliveries whose retry is overdue (a lost broker message, a failed enqueue, a worker that
+    died mid-attempt and left its lock) to `enqueue` (the caller's: the sweep task passes the
+    delivery task's `.delay`).
 
     Running one early is harmless: the claim keeps it to one attempt at a time and to one success.
     """
     now = now or timezone.now()
     overdue = Delivery.objects.filter(
-        processed=None, locked_at__isnull=True, next_attempt_at__lt=now - timedelta(minutes=2)
+        unlocked(now), processed=None, next_attempt_at__lt=now - timedelta(minutes=2)
     ).values_list("pk", flat=True)[:500]
     ids = list(overdue)
     for pk in ids:

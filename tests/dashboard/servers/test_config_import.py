@@ -112,7 +112,7 @@ def test_every_fixture_imports_through_the_command(team, filename):
 def test_a_disabled_server_is_never_polled(team):
     call_command("import_servers", str(CONFIGS / "kiro.json"), "--team", team.slug, stdout=StringIO())
     enqueued: list[int] = []
-    dispatch_due(enqueue=enqueued.append)
+    dispatch_due(enqueue=lambda pk, eta: enqueued.append(pk))
     assert enqueued == [McpServer.objects.get(team=team, name="aws-docs").pk]
 
 
