@@ -244,8 +244,9 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
         if _is_chunked(request):
             return _error(
                 411,
-                "This server passed no chunked request body on (Django's development server cannot); "
-                "send the body with a Content-Length, or run the web process under gunicorn.",
+                "No body arrived with this chunked request: it was empty, or this web server does not "
+                "pass chunked bodies on (Django's development server); send a Content-Length, or run "
+                "the web process under gunicorn.",
             )
         return _error(400, "The body is empty; send JSONL lines (or gzip of them).")
 

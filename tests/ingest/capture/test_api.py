@@ -355,3 +355,16 @@ def test_the_push_api_detects_a_log_whose_first_line_is_long(client, team, team_
     )
     assert response.status_code == 200, response.json()
     assert response.json()["format"] == "envelope" and response.json()["calls_stored"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_a_chunked_body_the_server_did_not_pass_on_is_411_not_empty(live_server, team, settings):
+    """Django's development server (live_server) drops a chunked body: say so, not "empty"."""
+    from urllib.parse import urlsplit
+
+    _, plaintext = ApiToken.issue(team, "proxy")
+    address = urlsplit(live_server.url)
+    status, body = _post_chunked((address.hostname, address.port), plaintext, [make_envelope_log(1)])
+    assert status == 411 and "chunked" in body["detail"] and "Content-Length" in body["detail"]
+    assert not IngestJob.objects.exists() and spooled_files(settings) == []
