@@ -278,14 +278,18 @@ def gunicorn_url(transactional_db):
     if shared:  # the thread must see the test's in-memory database, as live_server does
         connection.inc_thread_sharing()
 
+    stop = threading.Event()
+    listener.settimeout(0.2)  # so the loop sees `stop`; a closed socket does not wake accept()
+
     def serve() -> None:
         if shared:
             connections["default"] = connection
-        while True:
+        while not stop.is_set():
             try:
                 client, addr = listener.accept()
-            except OSError:
-                return
+            except TimeoutError:
+                continue
+            client.settimeout(60)
             with client:
                 req = next(gunicorn_http.get_parser(cfg, client, addr))
                 resp, environ = gunicorn_wsgi.create(req, client, addr, listener.getsockname(), cfg)
@@ -295,12 +299,15 @@ def gunicorn_url(transactional_db):
                     resp.write(item)
                 resp.close()
                 result.close()
+        if not shared:  # this thread's own connection, or the test database stays in use
+            connections.close_all()
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     yield "127.0.0.1", listener.getsockname()[1]
-    listener.close()
+    stop.set()
     thread.join(timeout=10)
+    listener.close()
     if shared:
         connection.dec_thread_sharing()
 
