@@ -255,8 +255,16 @@ GATE_RATE_PER_MINUTE = env_int("GATE_RATE_PER_MINUTE", 30)
 # each with its exact ETA, so a poll starts on time, not up to a tick late.
 POLL_DISPATCH_EVERY = 15.0
 INGEST_MAX_UPLOAD_BYTES = env_int("INGEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
-INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024)
+# The one limit on decompressed bytes: a gzip input (web upload, manage.py ingest, any file the
+# pipeline opens) that unpacks past it is refused before anything is stored. INGEST_API_MAX_BYTES,
+# the push API's body limit (as sent and after gunzip), follows it unless set on its own.
+INGEST_MAX_BYTES = env_int("INGEST_MAX_BYTES", env_int("INGEST_API_MAX_BYTES", 32 * 1024 * 1024))
+INGEST_API_MAX_BYTES = env_int("INGEST_API_MAX_BYTES", INGEST_MAX_BYTES)
+# A line longer than this is not parsed (quarantined as oversize_line, its bytes kept as a file).
 INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
+# Raw text of a quarantined line kept in its database row; a longer line keeps this much as its
+# head there and the whole line as a file (default_storage, named by its sha256).
+INGEST_MAX_RAW_BYTES = env_int("INGEST_MAX_RAW_BYTES", 1024 * 1024)
 INGEST_API_RATE_PER_MINUTE = env_int("INGEST_API_RATE_PER_MINUTE", 120)
 INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
 # A batch of an ingest is committed after this many calls, lines or argument bytes, whichever first.

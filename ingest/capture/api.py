@@ -8,10 +8,12 @@ and then ingested like any other log, in the request by default so the caller ge
 from __future__ import annotations
 
 import uuid
-import zlib
+from collections.abc import Callable
 from datetime import datetime
+from typing import cast
 
 from django.conf import settings
+from django.core.handlers.wsgi import WSGIRequest
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -23,6 +25,7 @@ from dashboard.teams import ratelimit
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
+from ingest.capture.pipeline.limits import Gunzip, GzipError, InputTooLarge
 from ingest.capture.tasks import run_ingest_job
 from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
@@ -110,34 +113,21 @@ def _is_gzip(request: HttpRequest) -> bool:
     return "gzip" in encoding or content_type in ("application/gzip", "application/x-gzip")
 
 
-class _Gunzip:
-    """Streaming gunzip of one or more concatenated gzip members, bounded by ``limit`` output bytes."""
+def _is_chunked(request: HttpRequest) -> bool:
+    return "chunked" in request.headers.get("Transfer-Encoding", "").lower()
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.written = 0
-        self._d = zlib.decompressobj(wbits=31)
 
-    def feed(self, data: bytes) -> bytes:
-        out = bytearray()
-        while data:
-            if self._d.eof:
-                # `cat a.gz b.gz` is valid gzip; each member needs a fresh decompressor.
-                self._d = zlib.decompressobj(wbits=31)
-            try:
-                part = self._d.decompress(data, self.limit + 1 - self.written)
-            except zlib.error as exc:
-                raise BadBody(f"the body is not valid gzip ({exc})") from None
-            self.written += len(part)
-            out += part
-            if self.written > self.limit or self._d.unconsumed_tail:
-                raise UploadTooLarge(f"body over {self.limit} bytes")
-            data = self._d.unused_data
-        return bytes(out)
-
-    def close(self) -> None:
-        if not self._d.eof:
-            raise BadBody("the gzip body is truncated")
+def _body_stream(request: HttpRequest) -> Callable[[int], bytes]:
+    """What reads the body: Django's request, or for a chunked body without Content-Length the
+    server's own input (gunicorn de-chunks it; Django would see a body of length 0)."""
+    if (
+        isinstance(request, WSGIRequest)
+        and _is_chunked(request)
+        and not request.headers.get("Content-Length")
+    ):
+        stream = request.environ["wsgi.input"]
+        return cast(Callable[[int], bytes], stream.read)
+    return request.read
 
 
 def _spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
@@ -146,19 +136,28 @@ def _spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
     The limit applies to the body as sent and, for gzip, to the decompressed data too (the
     writer's own limit), so a small compressed body cannot unpack into an unbounded file.
     """
-    gunzip: _Gunzip | None = None
+    gunzip: Gunzip | None = None
     received = 0
-    while chunk := request.read(READ_CHUNK):
+    read = _body_stream(request)
+    while chunk := read(READ_CHUNK):
         received += len(chunk)
         if received > limit:
             raise UploadTooLarge(f"body over {limit} bytes")
         if received == len(chunk) and (_is_gzip(request) or chunk.startswith(GZIP_MAGIC)):
             # A JSON line never starts with the gzip magic, so sniffing is safe and saves a
             # client that forgot the header.
-            gunzip = _Gunzip(limit)
-        upload.write(gunzip.feed(chunk) if gunzip is not None else chunk)
+            gunzip = Gunzip(limit)
+        try:
+            upload.write(gunzip.feed(chunk) if gunzip is not None else chunk)
+        except InputTooLarge:
+            raise UploadTooLarge(f"body over {limit} bytes") from None
+        except GzipError as exc:
+            raise BadBody(f"the body is {exc}") from None
     if gunzip is not None:
-        gunzip.close()
+        try:
+            gunzip.close()
+        except GzipError:
+            raise BadBody("the gzip body is truncated") from None
 
 
 def _too_large(limit: int) -> JsonResponse:
@@ -172,10 +171,18 @@ def _too_large(limit: int) -> JsonResponse:
 
 @router.post(
     "/ingest",
-    response={200: IngestJobOut, 202: IngestJobOut, 400: ErrorOut, 413: ErrorOut, 429: ErrorOut},
+    response={
+        200: IngestJobOut,
+        202: IngestJobOut,
+        400: ErrorOut,
+        411: ErrorOut,
+        413: ErrorOut,
+        429: ErrorOut,
+    },
     summary="Ingest a batch of log lines (JSONL, or gzip of it)",
     description="The body is the log itself: envelope JSONL (the logging proxy's `--push`), a HAR, a "
-    "Claude Code session or a Codex rollout. Send it gzip-compressed with `Content-Encoding: gzip` or "
+    "Claude Code session or a Codex rollout, with a Content-Length or chunked (`Transfer-Encoding: "
+    "chunked`, read up to the limit). Send it gzip-compressed with `Content-Encoding: gzip` or "
     "`Content-Type: application/gzip`. Limits: INGEST_API_MAX_BYTES per body (413) and "
     "INGEST_API_RATE_PER_MINUTE requests per token (429 with Retry-After). By default the batch is "
     "ingested before the response, which carries the counts; `?wait=false` queues it (202) and the "
@@ -205,6 +212,13 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
         return _error(400, str(exc))
     if upload.written == 0:
         upload.discard()
+        if _is_chunked(request):
+            return _error(
+                411,
+                "No body arrived with this chunked request: it was empty, or this web server does not "
+                "pass chunked bodies on (Django's development server); send a Content-Length, or run "
+                "the web process under gunicorn.",
+            )
         return _error(400, "The body is empty; send JSONL lines (or gzip of them).")
 
     filename = params.filename.strip()[:200] or f"api {request.api_token.name}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import models
 from django.utils import timezone
 
@@ -270,6 +271,10 @@ class LineRecord(models.Model):
     # The exact bytes, only when ``raw`` cannot hold them (invalid UTF-8, NUL): ``raw`` is then a
     # readable escaped copy.
     raw_data = models.BinaryField(null=True, blank=True)
+    # A line longer than INGEST_MAX_RAW_BYTES: ``raw`` holds only its head; the whole line is the
+    # file ``raw_file`` in default_storage, named by its ``raw_sha256`` (``raw_bytes`` long).
+    raw_sha256 = models.CharField(max_length=64, blank=True)
+    raw_file = models.CharField(max_length=300, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -280,8 +285,17 @@ class LineRecord(models.Model):
     def __str__(self) -> str:
         return f"{self.job_id}:{self.line_no} {self.status} {self.reason}"
 
+    @property
+    def raw_is_head(self) -> bool:
+        """Only the head of the line is in this row; the whole line is the file ``raw_file``."""
+        return bool(self.raw_file)
+
     def exact_raw(self) -> bytes:
-        """The line exactly as read (without its line terminator)."""
+        """The line exactly as read (without its line terminator), from its file when it is long."""
+        if self.raw_file:
+            with default_storage.open(self.raw_file, "rb") as kept:
+                data: bytes = kept.read()
+            return data
         return bytes(self.raw_data) if self.raw_data is not None else self.raw.encode("utf-8")
 
 

@@ -12,9 +12,10 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.db import transaction
-from django.http import Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
@@ -215,11 +216,19 @@ def line_detail(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpR
 
 
 @login_required
-def line_raw(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpResponse:
+def line_raw(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpResponse | FileResponse:
     """The line's exact bytes, as a download (never rendered as HTML)."""
     line = _get_line_for_user(request, team_slug, line_id)
-    response = HttpResponse(line.exact_raw(), content_type="application/octet-stream")
-    response["Content-Disposition"] = f'attachment; filename="job-{line.job.code}-line-{line.line_no}.txt"'
+    filename = f"job-{line.job.code}-line-{line.line_no}.txt"
+    response: HttpResponse | FileResponse
+    if line.raw_file:
+        # A long line is streamed from its file, never read into memory.
+        kept = default_storage.open(line.raw_file, "rb")
+        response = FileResponse(kept, as_attachment=True, filename=filename)
+        response["Content-Type"] = "application/octet-stream"
+    else:
+        response = HttpResponse(line.exact_raw(), content_type="application/octet-stream")
+        response["Content-Disposition"] = f'attachment; filename="{filename}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
 

@@ -16,13 +16,17 @@ import base64
 import binascii
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
+from itertools import chain
 from typing import Any
 from urllib.parse import urlsplit
+
+import ijson
 
 from mcptax.formats.records import (
     DEFAULT_MAX_LINE_BYTES,
     FRAME,
     IGNORED,
+    MAX_JSON_DEPTH,
     QUARANTINED,
     Frame,
     LineEvent,
@@ -30,11 +34,20 @@ from mcptax.formats.records import (
     jsonrpc_kind,
     load_json,
     str_or_none,
+    too_deep,
     utf8,
 )
 
 FORMAT = "har"
 DEFAULT_MAX_DOCUMENT_BYTES = 512 * 1024 * 1024
+# A document up to this size is parsed whole; a larger one is streamed entry by entry (ijson),
+# so memory holds one entry at a time, never the document.
+DEFAULT_WHOLE_DOCUMENT_BYTES = 4 * 1024 * 1024
+_ENTRIES = "log.entries.item"
+
+
+def _as_bytes(chunk: bytes | str) -> bytes:
+    return chunk if isinstance(chunk, bytes) else chunk.encode("utf-8", "surrogatepass")
 
 
 def parse(
@@ -42,13 +55,26 @@ def parse(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
+    whole_document_bytes: int = DEFAULT_WHOLE_DOCUMENT_BYTES,
 ) -> Iterator[LineEvent]:
-    """One LineEvent per HAR entry; ``max_line_bytes`` bounds an entry's bodies."""
-    data = b"".join(c if isinstance(c, bytes) else c.encode("utf-8", "surrogatepass") for c in lines)
+    """One LineEvent per HAR entry; ``max_line_bytes`` bounds an entry's bodies.
+
+    ``lines`` may be lines or blocks of any size: the document is read as one byte stream.
+    """
+    chunks = iter(lines)
+    head: list[bytes] = []
+    size = 0
+    for chunk in chunks:
+        head.append(_as_bytes(chunk))
+        size += len(head[-1])
+        if size > whole_document_bytes:
+            yield from _stream(head, chunks, max_line_bytes, max_document_bytes)
+            return
+    yield from _whole(b"".join(head), max_line_bytes)
+
+
+def _whole(data: bytes, max_line_bytes: int) -> Iterator[LineEvent]:
     if not data.strip():
-        return
-    if len(data) > max_document_bytes:
-        yield LineEvent(1, QUARANTINED, "oversize_document", raw=data, length=len(data))
         return
     document, problem = load_json(data)
     if problem is not None:
@@ -61,6 +87,57 @@ def parse(
         return
     for index, entry in enumerate(entries, start=1):
         yield _entry_event(index, entry, max_line_bytes)
+
+
+def _stream(
+    head: list[bytes], rest: Iterator[bytes | str], max_line_bytes: int, max_document_bytes: int
+) -> Iterator[LineEvent]:
+    """The entries of a large document as they are parsed.
+
+    The same rules as for a whole document, entry by entry: an entry nested too deep is
+    quarantined alone. Where the document turns out broken (not JSON, over
+    ``max_document_bytes``), the entries read before stand and the rest is one quarantined unit
+    after them; its bytes are not held (the input file is the copy). A document with no entry
+    found is one quarantined unit 1, ``unknown_shape``.
+    """
+    found = ijson.sendable_list()
+    parser = ijson.items_coro(found, _ENTRIES, use_float=True)
+    index = 0
+    size = 0
+    problem: str | None = None
+
+    def completed() -> Iterator[LineEvent]:
+        nonlocal index
+        for entry in found:
+            index += 1
+            yield _checked_entry_event(index, entry, max_line_bytes)
+        del found[:]
+
+    try:
+        for chunk in chain(head, (_as_bytes(c) for c in rest)):
+            size += len(chunk)
+            if size > max_document_bytes:
+                problem = "oversize_document"
+                break
+            parser.send(chunk)
+            yield from completed()
+        else:
+            parser.close()
+    except (ijson.JSONError, ValueError):
+        problem = "invalid_json"
+    # Entries the parser completed before it stopped stand.
+    yield from completed()
+    if problem is None and index == 0:
+        problem = "unknown_shape"
+    if problem is not None:
+        yield LineEvent(index + 1, QUARANTINED, problem, length=size, notes=(f"after entry {index}",))
+
+
+def _checked_entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
+    # An entry sits three levels down (document, log, entries): the same depth rule as a whole file.
+    if too_deep(entry, MAX_JSON_DEPTH - 3):
+        return LineEvent(index, QUARANTINED, "too_deep")
+    return _entry_event(index, entry, max_line_bytes)
 
 
 def _headers(holder: dict[str, Any]) -> dict[str, str]:

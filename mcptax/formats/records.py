@@ -247,6 +247,24 @@ class LineOutcome:
     agent: AgentInfo | None = None
 
 
+class LongLine(bytes):
+    """A line too long to hold in memory: the bytes are only its head, the whole line (without its
+    terminator) was kept elsewhere by the reader, as ``ref``, with its ``sha256`` and ``size``.
+
+    The reader that meets such a line never parses it: it is quarantined as ``oversize_line``.
+    """
+
+    length: int  # bytes in the input, terminator included
+    size: int  # bytes of the line without its terminator (what sha256 covers)
+    sha256: str
+    ref: str
+
+    def __new__(cls, head: bytes, *, length: int, size: int, sha256: str, ref: str) -> LongLine:
+        line = super().__new__(cls, head)
+        line.length, line.size, line.sha256, line.ref = length, size, sha256, ref
+        return line
+
+
 @dataclass(frozen=True)
 class RawLine:
     line_no: int
@@ -264,6 +282,11 @@ def numbered_lines(lines: Iterable[bytes | str]) -> Iterator[RawLine]:
     offset = 0
     line_no = 0
     for chunk in lines:
+        if isinstance(chunk, LongLine):
+            line_no += 1
+            yield RawLine(line_no, offset, chunk.length, chunk)
+            offset += chunk.length
+            continue
         data = chunk if isinstance(chunk, bytes) else chunk.encode("utf-8", "surrogatepass")
         if not data:
             continue
@@ -283,7 +306,7 @@ def read_json_object(line: RawLine, max_line_bytes: int) -> dict[str, Any] | Lin
     Shared first step of the JSONL parsers: oversize (quarantined whole, never truncated), blank
     (ignored), not JSON / not an object (quarantined with the raw bytes).
     """
-    if len(line.body) > max_line_bytes:
+    if isinstance(line.body, LongLine) or len(line.body) > max_line_bytes:
         return quarantine(line, "oversize_line")
     if not line.body.strip():
         return LineEvent(line.line_no, IGNORED, "blank", offset=line.offset, length=line.length)
@@ -329,7 +352,7 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _too_deep(value: Any, limit: int) -> bool:
+def too_deep(value: Any, limit: int) -> bool:
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -368,7 +391,7 @@ def load_json(data: bytes | str) -> tuple[Any, str | None]:
         return None, "unrepresentable_number"
     except RecursionError:
         return None, "too_deep"
-    if _too_deep(value, MAX_JSON_DEPTH):
+    if too_deep(value, MAX_JSON_DEPTH):
         return None, "too_deep"
     return value, None
 

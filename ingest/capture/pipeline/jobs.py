@@ -73,9 +73,17 @@ def ingest_bytes(
 
 
 def ingest_path(
-    team: Team, path: str | os.PathLike[str], *, format: str = "auto", source: str = "command"
+    team: Team,
+    path: str | os.PathLike[str],
+    *,
+    format: str = "auto",
+    source: str = "command",
+    max_bytes: int | None = None,
 ) -> IngestJob:
-    """Ingest the file at ``path`` synchronously (read in place, not copied)."""
+    """Ingest the file at ``path`` synchronously (read in place, not copied).
+
+    ``max_bytes`` overrides INGEST_MAX_BYTES for a gzip file's decompressed size.
+    """
     path = Path(path).resolve()
     job = create_job(team, source=source, filename=path.name, path=path, format=format)
-    return run_job(job.pk)
+    return run_job(job.pk, max_bytes=max_bytes)

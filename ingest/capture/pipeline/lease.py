@@ -72,9 +72,13 @@ def claim(job_id: int) -> tuple[IngestJob | None, str]:
     return job, token
 
 
-def fail(job_id: int, token: str, exc: BaseException) -> None:
-    detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    logger.exception("ingest job %s failed", job_id)
+def fail(job_id: int, token: str, exc: BaseException, *, detail: str | None = None) -> None:
+    """Mark the job failed; ``detail`` is the reason to show (default: the exception as text)."""
+    if detail is None:
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        logger.exception("ingest job %s failed", job_id)
+    else:
+        logger.warning("ingest job %s refused: %s", job_id, detail)
     IngestJob.objects.filter(pk=job_id, run_token=token).update(
         status=Status.FAILED, error=detail[:4000], finished=timezone.now(), run_token=""
     )

@@ -22,9 +22,10 @@ from django.utils import timezone
 from ingest.capture.models import BulkArgument, IngestJob, LineRecord, ToolCall
 from ingest.capture.pipeline.calls import CallStore
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail
+from ingest.capture.pipeline.limits import InputTooLarge, keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
 from ingest.capture.signals import calls_ingested
-from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, ObservedCall
+from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, LongLine, ObservedCall
 
 logger = logging.getLogger(__name__)
 
@@ -140,6 +141,13 @@ class Run:
     def _record(self, outcome: LineOutcome, status: str, reason: str) -> LineRecord:
         raw_text, raw_data = "", None
         data = outcome.raw
+        size, sha256, ref = (len(data) if data is not None else 0), "", ""
+        if isinstance(data, LongLine):
+            # Read past without holding it: the reader kept it as a file already.
+            size, sha256, ref = data.size, data.sha256, data.ref
+        elif data is not None and len(data) > settings.INGEST_MAX_RAW_BYTES:
+            sha256, ref = keep_bytes(data)
+            data = utf8_head(data, settings.INGEST_MAX_RAW_BYTES)
         if data is not None:
             try:
                 raw_text = data.decode("utf-8")
@@ -147,7 +155,7 @@ class Run:
                 raw_text = None  # type: ignore[assignment]
             if raw_text is None or "\x00" in raw_text:
                 raw_text = data.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
-                raw_data = data
+                raw_data = bytes(data)
         return LineRecord(
             job=self.job,
             team=self.team,
@@ -155,8 +163,10 @@ class Run:
             status=status,
             reason=reason[:200],
             raw=raw_text,
-            raw_bytes=len(data) if data is not None else 0,
+            raw_bytes=size,
             raw_data=raw_data,
+            raw_sha256=sha256,
+            raw_file=ref,
         )
 
     # -- progress ------------------------------------------------------------------------------------
@@ -212,27 +222,32 @@ def refresh_verdict_counts(job: IngestJob) -> IngestJob:
 # -- running a job --------------------------------------------------------------------------------
 
 
-def run_job(job_id: int) -> IngestJob:
+def run_job(job_id: int, *, max_bytes: int | None = None) -> IngestJob:
     """Run or resume job ``job_id`` to the end of its file (see the module docstring).
 
-    Returns the job as stored afterwards: done, failed (``error`` says why), or untouched when it
-    was already done or another live run holds it. Raises IngestJob.DoesNotExist only.
+    ``max_bytes`` overrides INGEST_MAX_BYTES, the most a gzip input may decompress to (the
+    ``ingest`` command's ``--max-bytes``). Returns the job as stored afterwards: done, failed
+    (``error`` says why), or untouched when it was already done or another live run holds it.
+    Raises IngestJob.DoesNotExist only.
     """
     job, token = claim(job_id)
     if job is None:
         return IngestJob.objects.get(pk=job_id)
     try:
-        _run(job, token)
+        _run(job, token, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes)
     except LeaseLost:
         logger.warning("ingest job %s was taken over by another run", job_id)
+    except InputTooLarge as exc:
+        fail(job_id, token, exc, detail=str(exc))
     except Exception as exc:  # a job must never take the worker down with it
         fail(job_id, token, exc)
     return IngestJob.objects.get(pk=job_id)
 
 
-def _run(job: IngestJob, token: str) -> None:
+def _run(job: IngestJob, token: str, max_bytes: int) -> None:
     try:
-        raw, stream = open_input(job.path)
+        # A gzip input over the limit raises InputTooLarge here, before anything is stored.
+        raw, stream = open_input(job.path, max_bytes)
     except OSError as exc:
         raise RuntimeError(f"cannot open {job.path}: {exc.strerror or exc}") from exc
     with raw, stream:

@@ -26,13 +26,18 @@ class Command(BaseCommand):
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
         parser.add_argument("--team", help="team slug (default: the only team)")
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
+        parser.add_argument(
+            "--max-bytes",
+            type=int,
+            help="most bytes a gzip file may decompress to (default: INGEST_MAX_BYTES)",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"{path} is not a file")
         team = self._team(options["team"])
-        job = ingest_path(team, path, format=options["format"])
+        job = ingest_path(team, path, format=options["format"], max_bytes=options["max_bytes"])
         failure = _failure(job)
         summary = {
             "job": str(job.code),

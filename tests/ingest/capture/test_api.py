@@ -265,3 +265,126 @@ def test_an_api_upload_named_with_a_nul_is_refused_and_writes_nothing(client, te
     assert response.status_code == 400
     assert not IngestJob.objects.exists()
     assert spooled_files(settings) == []
+
+
+@pytest.fixture
+def gunicorn_url(transactional_db):
+    """The project's WSGI app behind gunicorn's own HTTP parser and WSGI environ (what the web
+    process runs in production), served from a thread on 127.0.0.1; yields the base URL.
+
+    gunicorn de-chunks a ``Transfer-Encoding: chunked`` body and passes no CONTENT_LENGTH, which
+    Django's test client and development server cannot reproduce.
+    """
+    import socket
+    import threading
+
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connections
+    from gunicorn import http as gunicorn_http
+    from gunicorn.config import Config
+    from gunicorn.http import wsgi as gunicorn_wsgi
+
+    app, cfg = WSGIHandler(), Config()
+    listener = socket.create_server(("127.0.0.1", 0))
+    connection = connections["default"]
+    shared = connection.vendor == "sqlite" and connection.is_in_memory_db()
+    if shared:  # the thread must see the test's in-memory database, as live_server does
+        connection.inc_thread_sharing()
+
+    stop = threading.Event()
+    listener.settimeout(0.2)  # so the loop sees `stop`; a closed socket does not wake accept()
+
+    def serve() -> None:
+        if shared:
+            connections["default"] = connection
+        while not stop.is_set():
+            try:
+                client, addr = listener.accept()
+            except TimeoutError:
+                continue
+            client.settimeout(60)
+            with client:
+                req = next(gunicorn_http.get_parser(cfg, client, addr))
+                resp, environ = gunicorn_wsgi.create(req, client, addr, listener.getsockname(), cfg)
+                resp.force_close()
+                result = app(environ, resp.start_response)
+                for item in result:
+                    resp.write(item)
+                resp.close()
+                result.close()
+        if not shared:  # this thread's own connection, or the test database stays in use
+            connections.close_all()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield "127.0.0.1", listener.getsockname()[1]
+    stop.set()
+    thread.join(timeout=10)
+    listener.close()
+    if shared:
+        connection.dec_thread_sharing()
+
+
+def _post_chunked(address, plaintext: str, blocks: list[bytes], **headers: str) -> tuple[int, dict]:
+    import http.client
+
+    conn = http.client.HTTPConnection(*address, timeout=60)
+    # An iterable body without Content-Length: http.client sends it chunked, one chunk per block.
+    conn.request(
+        "POST",
+        API,
+        body=iter(blocks),
+        headers={"Authorization": f"Bearer {plaintext}", "Content-Type": "application/x-ndjson", **headers},
+        encode_chunked=True,
+    )
+    response = conn.getresponse()
+    body = json.loads(response.read())
+    conn.close()
+    return response.status, body
+
+
+@pytest.mark.timeout(120)
+def test_a_chunked_body_is_accepted_up_to_the_limit(gunicorn_url, team, settings):
+    _, plaintext = ApiToken.issue(team, "proxy")
+    data = make_envelope_log(3)
+    blocks = [data[i : i + 700] for i in range(0, len(data), 700)]
+    status, body = _post_chunked(gunicorn_url, plaintext, blocks)
+    assert status == 200, body
+    assert body["calls_stored"] == 3 and body["reconciles"] and body["lines_read"] == data.count(b"\n")
+    # Gzip, chunked: the same rules as with a Content-Length.
+    packed = gzip.compress(make_envelope_log(1, session="z"))
+    status, body = _post_chunked(gunicorn_url, plaintext, [packed[:50], packed[50:]])
+    assert status == 200 and body["calls_stored"] == 1
+    # Past the limit: 413, and nothing kept.
+    settings.INGEST_API_MAX_BYTES = 5_000
+    status, body = _post_chunked(gunicorn_url, plaintext, blocks + blocks)
+    assert status == 413 and "INGEST_API_MAX_BYTES" in body["detail"]
+    assert IngestJob.objects.count() == 2
+
+
+def test_the_push_api_detects_a_log_whose_first_line_is_long(client, team, team_token):
+    """The proxy pushes with format auto: a first frame of 100 KiB+ must still read as envelope."""
+    from tests.ingest.capture.logs import EnvelopeLog
+
+    _, plaintext = team_token
+    log = EnvelopeLog().initialize().call("write_file", {"path": "a", "content": "p" * (100 * 1024)})
+    body = b"".join([log.lines[3], *log.lines[:3], log.lines[4]])
+    assert body.index(b"\n") > 100 * 1024
+    response = client.post(
+        f"{API}?format=auto", body, content_type="application/x-ndjson", **bearer(plaintext)
+    )
+    assert response.status_code == 200, response.json()
+    assert response.json()["format"] == "envelope" and response.json()["calls_stored"] == 1
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_a_chunked_body_the_server_did_not_pass_on_is_411_not_empty(live_server, team, settings):
+    """Django's development server (live_server) drops a chunked body: say so, not "empty"."""
+    from urllib.parse import urlsplit
+
+    _, plaintext = ApiToken.issue(team, "proxy")
+    address = urlsplit(live_server.url)
+    status, body = _post_chunked((address.hostname, address.port), plaintext, [make_envelope_log(1)])
+    assert status == 411 and "chunked" in body["detail"] and "Content-Length" in body["detail"]
+    assert not IngestJob.objects.exists() and spooled_files(settings) == []

@@ -179,6 +179,28 @@ def test_a_quarantined_line_is_viewable_and_downloadable_exactly(alice_client, t
     )
 
 
+def test_a_long_quarantined_line_shows_its_size_sha256_and_file(alice_client, team, settings):
+    """A line over INGEST_MAX_RAW_BYTES: the page says what was kept where; the download streams
+    the whole line from its file."""
+    import hashlib
+
+    settings.INGEST_MAX_RAW_BYTES = 1000
+    junk = b"<i>" + b"j" * 3 * 1024 * 1024
+    job = ingest(team, make_envelope_log(1) + junk + b"\n")
+    line = LineRecord.objects.get(job=job, status="quarantined")
+    sha256 = hashlib.sha256(junk).hexdigest()
+    page = alice_client.get(reverse("ingest_line", args=[team.slug, line.pk])).content.decode()
+    assert f"Line of 3.0\xa0MB ({len(junk)} bytes), sha256 <code>{sha256}</code>" in page
+    assert f"kept as file <code>{line.raw_file}</code>" in page and sha256 in line.raw_file
+    assert "&lt;i&gt;jjj" in page and "j" * 1001 not in page
+    listing = alice_client.get(reverse("ingest_quarantine", args=[team.slug])).content.decode()
+    assert "kept as file" in listing and sha256 in listing
+    download = alice_client.get(reverse("ingest_line_raw", args=[team.slug, line.pk]))
+    assert download.status_code == 200 and download.streaming
+    assert "attachment" in download["Content-Disposition"]
+    assert b"".join(download.streaming_content) == junk
+
+
 def test_watched_folders_page_shows_offsets(alice_client, team, tmp_path):
     from ingest.capture.watch import scan_all
 

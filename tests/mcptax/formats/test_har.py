@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from mcptax.formats import read_calls
+import json
+
+from mcptax.formats import har, read_calls
 from mcptax.formats.har import split_sse
-from tests.mcptax.formats.helpers import calls_of, outcomes_of, run
+from mcptax.formats.records import LineEvent
+from tests.mcptax.formats.helpers import LOGS, calls_of, outcomes_of, run
 
 
 def test_har_entries_sse_batches_and_sessions() -> None:
@@ -42,3 +45,50 @@ def test_har_that_is_not_json_is_one_quarantined_line() -> None:
 def test_split_sse() -> None:
     body = ': keepalive\r\nevent: message\r\ndata: {"a":\r\ndata: 1}\r\n\r\nid: 7\ndata:\n\ndata: {"b":2}'
     assert list(split_sse(body)) == [("message", '{"a":\n1}'), ("message", '{"b":2}')]
+
+
+def _streamed(data: bytes, block: int = 97) -> list[LineEvent]:
+    # Above whole_document_bytes the document is streamed: fed here in small odd-sized blocks.
+    blocks = [data[i : i + block] for i in range(0, len(data), block)]
+    return list(har.parse(blocks, whole_document_bytes=100))
+
+
+def _shape(events: list[LineEvent]) -> list[tuple]:
+    return [
+        (e.line_no, e.status, e.reason, [(f.kind, f.message, f.session_key) for f in e.frames])
+        for e in events
+    ]
+
+
+def test_a_large_har_is_streamed_entry_by_entry_with_the_same_events() -> None:
+    data = (LOGS / "mcp_session.har").read_bytes()
+    whole = list(har.parse([data]))
+    assert len(data) > 100 and _shape(_streamed(data)) == _shape(whole)
+    # Minified (one line) or pretty-printed, the same.
+    minified = json.dumps(json.loads(data), separators=(",", ":")).encode()
+    assert _shape(_streamed(minified, block=4096)) == _shape(whole)
+
+
+def test_a_streamed_har_that_breaks_keeps_the_entries_before_and_quarantines_the_rest() -> None:
+    document = json.loads((LOGS / "mcp_session.har").read_bytes())
+    data = json.dumps(document).encode()
+    cut = data.index(b'"startedDateTime"', data.index(b'"startedDateTime"') + 1)  # inside entry 2
+    events = _streamed(data[:cut] + b"!!")
+    assert [(e.line_no, e.status, e.reason) for e in events] == [
+        (1, "frame", None),
+        (2, "quarantined", "invalid_json"),
+    ]
+    assert events[-1].notes == ("after entry 1",)
+    nothing = _streamed(json.dumps({"log": {"pages": ["x" * 200]}}).encode())
+    assert [(e.line_no, e.status, e.reason) for e in nothing] == [(1, "quarantined", "unknown_shape")]
+    deep = {"log": {"entries": [{"request": {"a": _nest(250)}}]}}
+    assert [(e.status, e.reason) for e in _streamed(json.dumps(deep).encode())] == [
+        ("quarantined", "too_deep")
+    ]
+
+
+def _nest(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
