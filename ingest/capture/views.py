@@ -23,7 +23,7 @@ from django_htmx.http import trigger_client_event
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
 from dashboard.teams.access import get_team_for_user
 from dashboard.teams.models import Team
-from ingest.capture import pipeline, selectors
+from ingest.capture import pipeline, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.capture.tasks import run_ingest_job, scan_watched_folders
@@ -227,8 +227,12 @@ def line_raw(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpResp
 def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     is_admin = team.is_admin(request.user)
+    if request.method == "POST" and not is_admin:
+        raise Http404("Team admins only")
+    enabled = watch.watch_enabled()
     form = None
     if is_admin:
+        # Off (no INGEST_WATCH_DIRS): the form is not shown, and a POST is refused by its clean_path.
         form = WatchedFolderForm(request.POST or None, team=team)
         if request.method == "POST" and form.is_valid():
             folder = form.save()
@@ -236,14 +240,14 @@ def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
                 request, f"Watching {folder.path} for {folder.pattern}; the first scan runs shortly."
             )
             return redirect("ingest_watch", team_slug=team.slug)
-    elif request.method == "POST":
-        raise Http404("Team admins only")
     ctx = {
         "team": team,
         "is_admin": is_admin,
         "form": form,
         "folders": selectors.folders_with_files(team),
-        "allowed_roots": settings.INGEST_WATCH_DIRS,
+        "watch_enabled": enabled,
+        "allowed_roots": watch.allowed_roots(),
+        "off_message": watch.OFF_MESSAGE,
     }
     status = 400 if form is not None and form.errors else 200
     return render_page(request, "capture/watch.html", ctx, fragment="folders-region", status=status)
