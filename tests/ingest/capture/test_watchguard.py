@@ -165,9 +165,9 @@ def test_an_inode_reused_by_a_new_log_is_a_new_file_read_from_its_first_byte(wat
     b = reuse_inode(folder, first.inode, "b.jsonl", make_envelope_log(3, session="b"))
     scan_all()
     now = WatchedFile.objects.get()
-    assert (now.name, now.path, now.offset) == ("b.jsonl", str(b), b.stat().st_size)
     assert now.job_id != first.job_id and IngestJob.objects.get(pk=first.job_id).status == "done"
     assert now.job.lines_read == 8 and ToolCall.objects.filter(job=now.job).count() == 3
+    assert (now.name, now.path, now.offset) == ("b.jsonl", str(b), b.stat().st_size)
 
 
 def test_a_log_rewritten_in_place_with_another_head_starts_over(watched, team):
