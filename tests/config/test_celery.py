@@ -74,10 +74,13 @@ def django_script(env: dict[str, str], code: str) -> str:
     return done.stdout
 
 
-def enqueue_slow_poll(env: dict[str, str], tmp_path: Path, name: str) -> tuple[Path, Path]:
-    """Register the slow stdio server `name` and queue one poll of it; returns (pid file, asked file)."""
+def enqueue_slow_poll(env: dict[str, str], tmp_path: Path, name: str, mode: str) -> tuple[Path, Path]:
+    """Register the slow stdio server `name` and queue one poll of it; returns (pid file, asked file).
+
+    `hang_tools` answers the handshake and creates the asked file when `tools/list` arrives; `hang`
+    answers nothing and does not even exit when its stdin closes (a stuck server)."""
     pids, asked = tmp_path / "pids", tmp_path / "asked"
-    args = ["-m", "examples.servers.misbehaving", "--mode", "hang_tools", "--spawn-child"]
+    args = ["-m", "examples.servers.misbehaving", "--mode", mode, "--spawn-child"]
     args += ["--pid-file", str(pids), "--tools-list-file", str(asked)]
     django_script(
         env,
@@ -138,7 +141,7 @@ def cleanup(worker: subprocess.Popen[bytes], pgids: set[int]) -> None:
 
 def test_sigterm_to_the_worker_mid_poll_kills_the_servers_whole_process_group(worker_env, tmp_path):
     # The thread pool: the poll runs in the worker's main process (the embedded run, make run).
-    pids, asked = enqueue_slow_poll(worker_env, tmp_path, "slow-threads")
+    pids, asked = enqueue_slow_poll(worker_env, tmp_path, "slow-threads", "hang_tools")
     worker = start_worker(worker_env, "threads", tmp_path / "worker.log")
     pgids: set[int] = set()
     try:
@@ -155,11 +158,18 @@ def test_sigterm_to_the_worker_mid_poll_kills_the_servers_whole_process_group(wo
 
 
 def test_sigterm_to_a_prefork_child_mid_poll_kills_the_servers_whole_process_group(worker_env, tmp_path):
-    pids, asked = enqueue_slow_poll(worker_env, tmp_path, "slow-prefork")
+    # billiard turns the child's SIGTERM into SystemExit, so the poll's own shielded stop runs on the
+    # way out; config/celery.py relies on that rather than a handler of its own, and this pins it.
+    # A stuck server: the pool child's death closes its stdin, which it ignores.
+    pids, _ = enqueue_slow_poll(worker_env, tmp_path, "slow-prefork", "hang")
     worker = start_worker(worker_env, "prefork", tmp_path / "worker.log")
     pgids: set[int] = set()
     try:
-        wait_until(asked.exists, timeout=GUARD * 2, message="the poll to send tools/list")
+        wait_until(
+            lambda: pids.exists() and len(pids.read_text().split()) == 2,
+            timeout=GUARD * 2,
+            message="the poll to start the server",
+        )
         server, helper = server_groups(pids)
         pgids.add(server)
         child = parent_of(server)
@@ -167,7 +177,6 @@ def test_sigterm_to_a_prefork_child_mid_poll_kills_the_servers_whole_process_gro
         os.kill(child, signal.SIGTERM)
         wait_until(lambda: not group_members(server), timeout=GUARD, message="the server's group to be gone")
         # The pool may hand the lost poll to a new child; a cold shutdown stops that one too.
-        asked.unlink(missing_ok=True)
         worker.send_signal(signal.SIGQUIT)
         worker.wait(timeout=GUARD)
         restarted = int(pids.read_text().split()[0])
