@@ -1,14 +1,18 @@
 """Watched folders: find the log files in a folder and tail each one by byte offset.
 
 The periodic task ``ingest.tasks.scan_watched_folders`` (in ``ingest/capture/tasks.py``) calls
-``scan_all``. Files are identified by ``(device, inode)``, never by name, so:
+``scan_all``. Files are found by ``(device, inode)`` and confirmed by name, size and head
+fingerprint (an inode number is reused once its file is deleted), so:
 
-- a file renamed by log rotation keeps its state (offset, job) under its new name, is read to
-  its end while it is still in the folder, and is finished (pending requests stored as
-  unanswered, job done) once it has been quiet for one scan;
+- a file renamed by log rotation (its name plus a suffix, same first bytes, not smaller) keeps
+  its state (offset, job) under its new name, is read to its end while it is still in the
+  folder, and is finished (pending requests stored as unanswered, job done) once it has been
+  quiet for one scan;
 - a new file created at the old name is a new file, read from byte 0;
-- a file truncated in place starts over (dedupe keys keep anything already stored from being
-  stored twice).
+- a file truncated or rewritten in place starts over (dedupe keys keep anything already stored
+  from being stored twice);
+- an inode that now holds a file under a name that neither matches the pattern nor is a
+  rotation, or a rotation name with other content, is never read.
 
 All state is in the database (``WatchedFile.offset`` always at a line end), so a restarted worker
 continues where the last one stopped. Only complete lines are read (``ingest.capture.pipeline``).
@@ -16,9 +20,8 @@ continues where the last one stopped. Only complete lines are read (``ingest.cap
 Security (``ingest.capture.watchguard``): watched folders are off unless
 ``settings.INGEST_WATCH_DIRS`` names roots; only team admins add one; the folder's real path is
 checked against the roots at every scan and every file's real path at every open, so narrowing the
-setting (or emptying it) takes effect without touching the folders. A tracked ``(device, inode)``
-is followed only while the name, size and head fingerprint agree (see ``watchguard``); an inode
-that now holds another file ends the followed file's job and is dropped from the folder.
+setting (or emptying it) takes effect without touching the folders. An inode that now holds
+another file ends the followed file's job and is dropped from the folder (``watchguard``).
 """
 
 from __future__ import annotations
