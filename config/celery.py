@@ -5,9 +5,13 @@ and re-delivering after a lost worker is safe.
 """
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import worker_process_shutdown, worker_shutdown, worker_shutting_down
 from kombu import Queue
+
+from mcptax.procgroup import kill_tracked_groups
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -62,3 +66,27 @@ app.autodiscover_tasks(
 @app.task(name="config.ping")
 def ping() -> str:
     return "pong"
+
+
+# Stdio servers run in their own process groups (so a stuck server and its helpers can be stopped
+# whole), which also means they outlive a worker that dies: nothing reaps them with it. Every
+# way a worker process ends kills the groups it started (mcptax.procgroup keeps the registry).
+# - worker_shutting_down: the main process begins a warm or cold shutdown. With the thread or solo
+#   pool (the embedded run) the polls run in it, so a poll waiting on a slow server ends now
+#   instead of holding the shutdown up until its timeout (long enough for a supervisor to SIGKILL
+#   the worker and orphan the server); the poll is recorded as internal_error, not blamed on the
+#   server.
+# - worker_shutdown / worker_process_shutdown: the main process or a prefork child is exiting;
+#   whatever is still tracked then is killed.
+# A prefork child that gets SIGTERM (a cold shutdown, or a stop of every process) needs nothing
+# more: billiard turns it into SystemExit, so the poll's own shielded stop runs on the way out.
+def _kill_stdio_groups(**_: Any) -> None:
+    kill_tracked_groups()
+
+
+for _name, _signal in (
+    ("shutting_down", worker_shutting_down),
+    ("shutdown", worker_shutdown),
+    ("process_shutdown", worker_process_shutdown),
+):
+    _signal.connect(_kill_stdio_groups, weak=False, dispatch_uid=f"config.celery.stdio.{_name}")

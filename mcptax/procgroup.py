@@ -7,6 +7,11 @@ not outlive it, even when the leader exited by itself), then reap the leader.
 Children must be started with ``start_new_session=True`` so that the group id is their pid.
 Synchronous callers (``subprocess.Popen``) use :func:`stop_process_groups`; asyncio/anyio callers
 use :func:`stop_process_group_async`. Both take their timing from the same defaults.
+
+A process that is about to die cannot wait for its callers' ``finally`` blocks, so the groups it
+started are also kept in a per-process registry (:func:`track_group` while a group may be alive):
+:func:`kill_tracked_groups` SIGKILLs every one of them, from a shutdown hook or a signal handler.
+A Celery worker calls it when it shuts down (``config/celery.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,43 @@ import anyio.abc
 
 TERM_GRACE = 1.0
 KILL_GRACE = 2.0
+
+
+# No lock: set.add/discard and list(set) are atomic under the GIL, and a signal handler that
+# interrupted a holder of a lock would wait for it forever.
+_tracked: set[int] = set()
+_killed_at_shutdown: set[int] = set()
+
+
+def track_group(pgid: int) -> None:
+    """Record a live process group this process started (until :func:`untrack_group`)."""
+    _tracked.add(pgid)
+
+
+def untrack_group(pgid: int) -> None:
+    _tracked.discard(pgid)
+
+
+def tracked_groups() -> list[int]:
+    return sorted(_tracked)
+
+
+def kill_tracked_groups() -> list[int]:
+    """SIGKILL every tracked group at once and return their ids; safe in a signal handler.
+
+    SIGKILL, not the SIGTERM-then-wait policy: the caller is shutting down and cannot wait, and
+    whatever a poll subject was doing is abandoned anyway. The owners still reap their leaders.
+    """
+    groups = list(_tracked)
+    for pgid in groups:
+        _killed_at_shutdown.add(pgid)
+        signal_group(pgid, signal.SIGKILL)
+    return groups
+
+
+def killed_at_shutdown(pgid: int) -> bool:
+    """Whether :func:`kill_tracked_groups` killed this group (its owner should not blame it)."""
+    return pgid in _killed_at_shutdown
 
 
 def signal_group(pgid: int, signum: int) -> None:

@@ -13,8 +13,10 @@ speaks just enough of the legacy handshake (it rejects ``server/discover`` so cl
   unusual order with extension keys, so a client can prove it keeps exactly what was sent.
 
 Run: ``python -m examples.servers.misbehaving --mode MODE [--transport stdio|http] [--port N]
-[--pid-file F] [--spawn-child] [--ignore-sigterm]``. ``--pid-file`` records the server's pid (and
-the grandchild's, with ``--spawn-child``) so tests can check nothing is left running.
+[--pid-file F] [--spawn-child] [--ignore-sigterm] [--tools-list-file F]``. ``--pid-file`` records the
+server's pid (and the grandchild's, with ``--spawn-child``) so tests can check nothing is left
+running; ``--tools-list-file`` is created when a ``tools/list`` request arrives (stdio), so a test
+knows the poll is waiting on it.
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def write_line(data: bytes) -> None:
     sys.stdout.buffer.flush()
 
 
-def serve_stdio(mode: str, huge_mb: float) -> None:
+def serve_stdio(mode: str, huge_mb: float, tools_list_file: str | None = None) -> None:
     for raw in sys.stdin.buffer:
         if not raw.strip():
             continue
@@ -160,6 +162,9 @@ def serve_stdio(mode: str, huge_mb: float) -> None:
                 }
             write_line(json.dumps(reply).encode())
             continue
+        if tools_list_file:
+            with open(tools_list_file, "w") as handle:
+                handle.write(f"{message['id']}\n")
         if mode == "hang_tools":
             continue
         if mode == "invalid_json":
@@ -233,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pid-file", default=None)
     parser.add_argument("--spawn-child", action="store_true")
     parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--tools-list-file", default=None)
     options = parser.parse_args(argv)
 
     if options.ignore_sigterm:
@@ -245,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             handle.write("\n".join(str(pid) for pid in pids) + "\n")
 
     if options.transport == "stdio":
-        serve_stdio(options.mode, options.huge_mb)
+        serve_stdio(options.mode, options.huge_mb, options.tools_list_file)
         return
     import uvicorn
 

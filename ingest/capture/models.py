@@ -318,15 +318,25 @@ class WatchedFolder(models.Model):
 
 
 class WatchedFile(models.Model):
-    """Tail state of one file: identified by (device, inode) so a rotated file is a new file."""
+    """Tail state of one file, found by (device, inode) and confirmed by name, size and head.
+
+    An inode number is reused once its file is deleted, so the scanner follows a file under a new
+    name only while ``name`` (the name it matched the pattern with), ``size_seen`` and the head
+    fingerprint agree (``ingest.capture.watchguard``).
+    """
 
     folder = models.ForeignKey(WatchedFolder, models.CASCADE, related_name="files")
     path = models.CharField(max_length=1000)
+    name = models.CharField(
+        max_length=255, blank=True, help_text="The name the file matched the pattern with"
+    )
     device = models.BigIntegerField()
     inode = models.BigIntegerField()
     offset = models.PositiveBigIntegerField(default=0, help_text="Bytes consumed (always at a line end)")
     line_no = models.PositiveBigIntegerField(default=0)
     size_seen = models.PositiveBigIntegerField(default=0)
+    head_sha256 = models.CharField(max_length=64, blank=True, help_text="sha256 of the first head_len bytes")
+    head_len = models.PositiveIntegerField(default=0)
     last_read_at = models.DateTimeField(null=True, blank=True)
     job = models.ForeignKey(IngestJob, models.SET_NULL, null=True, blank=True, related_name="+")
 

@@ -24,7 +24,7 @@ from django_htmx.http import trigger_client_event
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
-from ingest.capture import pipeline, selectors
+from ingest.capture import pipeline, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.capture.tasks import run_ingest_job, scan_watched_folders
@@ -239,8 +239,10 @@ def line_raw(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpResp
 @login_required
 def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
+    enabled = watch.watch_enabled()
     form = None
     if allowed(request, team, Action.MANAGE_WATCH):
+        # Off (no INGEST_WATCH_DIRS): the form is not shown, and a POST is refused by its clean_path.
         form = WatchedFolderForm(request.POST or None, team=team)
         if request.method == "POST" and form.is_valid():
             folder = form.save()
@@ -254,7 +256,9 @@ def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "team": team,
         "form": form,
         "folders": selectors.folders_with_files(team),
-        "allowed_roots": settings.INGEST_WATCH_DIRS,
+        "watch_enabled": enabled,
+        "allowed_roots": watch.allowed_roots(),
+        "off_message": watch.OFF_MESSAGE,
     }
     status = 400 if form is not None and form.errors else 200
     return render_page(request, "capture/watch.html", ctx, fragment="folders-region", status=status)

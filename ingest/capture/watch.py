@@ -1,22 +1,27 @@
 """Watched folders: find the log files in a folder and tail each one by byte offset.
 
 The periodic task ``ingest.tasks.scan_watched_folders`` (in ``ingest/capture/tasks.py``) calls
-``scan_all``. Files are identified by ``(device, inode)``, never by name, so:
+``scan_all``. Files are found by ``(device, inode)`` and confirmed by name, size and head
+fingerprint (an inode number is reused once its file is deleted), so:
 
-- a file renamed by log rotation keeps its state (offset, job) under its new name, is read to
-  its end while it is still in the folder, and is finished (pending requests stored as
-  unanswered, job done) once it has been quiet for one scan;
+- a file renamed by log rotation (its name plus a suffix, same first bytes, not smaller) keeps
+  its state (offset, job) under its new name, is read to its end while it is still in the
+  folder, and is finished (pending requests stored as unanswered, job done) once it has been
+  quiet for one scan;
 - a new file created at the old name is a new file, read from byte 0;
-- a file truncated in place starts over (dedupe keys keep anything already stored from being
-  stored twice).
+- a file truncated or rewritten in place starts over (dedupe keys keep anything already stored
+  from being stored twice);
+- an inode that now holds a file under a name that neither matches the pattern nor is a
+  rotation, or a rotation name with other content, is never read.
 
 All state is in the database (``WatchedFile.offset`` always at a line end), so a restarted worker
 continues where the last one stopped. Only complete lines are read (``ingest.capture.pipeline``).
 
-Security: a watched folder makes the worker read its own disk, so only team admins add one, and
-``settings.INGEST_WATCH_DIRS`` (comma-separated, environment) may restrict the allowed roots;
-empty means any directory an admin names. The roots are checked again at every scan, so
-narrowing the setting takes effect without touching the folders.
+Security (``ingest.capture.watchguard``): watched folders are off unless
+``settings.INGEST_WATCH_DIRS`` names roots; only team admins add one; the folder's real path is
+checked against the roots at every scan and every file's real path at every open, so narrowing the
+setting (or emptying it) takes effect without touching the folders. An inode that now holds
+another file ends the followed file's job and is dropped from the folder (``watchguard``).
 """
 
 from __future__ import annotations
@@ -27,49 +32,37 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from django.conf import settings
 from django.db import IntegrityError
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob, WatchedFile, WatchedFolder
 from ingest.capture.pipeline import ingest_watched_file
+from ingest.capture.watchguard import (
+    OFF_MESSAGE,
+    NotOurFile,
+    WatchPathError,
+    WatchRefused,
+    allowed_roots,
+    check_real_path,
+    resolve_dir,
+    watch_enabled,
+)
 
 logger = logging.getLogger(__name__)
-
-
-class WatchPathError(ValueError):
-    """The folder cannot be watched (not absolute, missing, not a directory, not allowed)."""
-
-
-def allowed_roots() -> list[Path]:
-    return [Path(root).resolve() for root in settings.INGEST_WATCH_DIRS if root.strip()]
-
-
-def _inside(path: Path, roots: list[Path]) -> bool:
-    return any(path == root or path.is_relative_to(root) for root in roots)
+__all__ = [
+    "OFF_MESSAGE",
+    "WatchPathError",
+    "allowed_roots",
+    "scan_all",
+    "scan_folder",
+    "validate_watch_path",
+    "watch_enabled",
+]
 
 
 def validate_watch_path(raw: str) -> Path:
     """The resolved directory for ``raw``, or WatchPathError saying why it cannot be watched."""
-    raw = (raw or "").strip()
-    if not raw:
-        raise WatchPathError("Give the folder's absolute path on the worker's disk.")
-    path = Path(raw)
-    if not path.is_absolute():
-        raise WatchPathError(f"{raw} is not an absolute path.")
-    try:
-        resolved = path.resolve(strict=True)
-    except (OSError, RuntimeError):
-        raise WatchPathError(f"{raw} does not exist (on this host).") from None
-    if not resolved.is_dir():
-        raise WatchPathError(f"{raw} is not a directory.")
-    roots = allowed_roots()
-    if roots and not _inside(resolved, roots):
-        raise WatchPathError(
-            f"{resolved} is outside the allowed folders ({', '.join(map(str, roots))}); "
-            "see INGEST_WATCH_DIRS."
-        )
-    return resolved
+    return resolve_dir(raw)
 
 
 @dataclass
@@ -89,7 +82,7 @@ class _Entry:
     size: int
 
 
-def _list_folder(root: Path, roots: list[Path]) -> dict[tuple[int, int], _Entry]:
+def _list_folder(root: str) -> dict[tuple[int, int], _Entry]:
     """Every regular file directly in ``root``, by (device, inode)."""
     found: dict[tuple[int, int], _Entry] = {}
     with os.scandir(root) as entries:
@@ -97,11 +90,12 @@ def _list_folder(root: Path, roots: list[Path]) -> dict[tuple[int, int], _Entry]
             try:
                 if not entry.is_file():
                     continue
-                if roots and entry.is_symlink() and not _inside(Path(os.path.realpath(entry.path)), roots):
-                    continue  # a link out of the allowed folders would defeat INGEST_WATCH_DIRS
+                if entry.is_symlink():
+                    # A link out of the roots would defeat INGEST_WATCH_DIRS (the open checks again).
+                    check_real_path(Path(os.path.realpath(entry.path)))
                 st = entry.stat()
-            except OSError:
-                continue  # vanished between listing and stat: the next scan sees the truth
+            except (OSError, WatchRefused):
+                continue  # vanished between listing and stat (the next scan sees the truth), or refused
             found[(st.st_dev, st.st_ino)] = _Entry(entry.path, entry.name, st.st_size)
     return found
 
@@ -109,7 +103,10 @@ def _list_folder(root: Path, roots: list[Path]) -> dict[tuple[int, int], _Entry]
 def _track(folder: WatchedFolder, identity: tuple[int, int], entry: _Entry) -> WatchedFile:
     try:
         watched, _ = WatchedFile.objects.get_or_create(
-            folder=folder, device=identity[0], inode=identity[1], defaults={"path": entry.path}
+            folder=folder,
+            device=identity[0],
+            inode=identity[1],
+            defaults={"path": entry.path, "name": entry.name},
         )
     except IntegrityError:  # a concurrent scan created it first
         watched = WatchedFile.objects.get(folder=folder, device=identity[0], inode=identity[1])
@@ -119,16 +116,20 @@ def _track(folder: WatchedFolder, identity: tuple[int, int], entry: _Entry) -> W
 def scan_folder(folder: WatchedFolder) -> FolderScan:
     """One pass over ``folder``: start new files, read what grew, finish rotated-away files."""
     scan = FolderScan(folder.pk)
-    roots = allowed_roots()
-    root = Path(folder.path)
-    if roots and not _inside(root.resolve(), roots):
-        scan.errors.append(f"{root} is outside INGEST_WATCH_DIRS; not scanned")
+    if not watch_enabled():
+        # Off: nothing is read, and nothing is lost (offsets and jobs wait for the feature to return).
+        scan.errors.append(f"Not scanned. {OFF_MESSAGE}")
         _finish_scan(folder, scan)
         return scan
     try:
-        listing = _list_folder(root, roots)
+        resolve_dir(folder.path)  # again at every scan: the folder may have become a link elsewhere
+        listing = _list_folder(folder.path)
+    except WatchPathError as exc:
+        scan.errors.append(f"{folder.path}: {exc} Not scanned.")
+        _finish_scan(folder, scan)
+        return scan
     except OSError as exc:
-        scan.errors.append(f"cannot read {root}: {exc.strerror or exc}")
+        scan.errors.append(f"cannot read {folder.path}: {exc.strerror or exc}")
         _finish_scan(folder, scan)
         return scan
 
@@ -144,6 +145,8 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
         scan.files_seen += 1
         try:
             _read_rotated(rotated, entry, scan)
+        except NotOurFile as exc:
+            _drop(rotated, exc, scan)
         except Exception as exc:  # one bad file must not stop the folder
             logger.exception("watched file %s", entry.path)
             scan.errors.append(f"{entry.path}: {exc}")
@@ -163,11 +166,20 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
                 _note_failure(job, entry, scan)
             else:
                 WatchedFile.objects.filter(pk=watched.pk).update(last_read_at=timezone.now())
+        except NotOurFile as exc:
+            if watched is not None:
+                _drop(watched, exc, scan)
         except Exception as exc:
             logger.exception("watched file %s", entry.path)
             scan.errors.append(f"{entry.path}: {exc}")
     _finish_scan(folder, scan)
     return scan
+
+
+def _drop(watched: WatchedFile, why: NotOurFile, scan: FolderScan) -> None:
+    """The identity holds another file now: forget it (its job and calls stay), say why."""
+    WatchedFile.objects.filter(pk=watched.pk).delete()
+    scan.errors.append(f"{watched.path}: {why}")
 
 
 def _read_rotated(watched: WatchedFile, entry: _Entry, scan: FolderScan) -> None:

@@ -18,7 +18,13 @@ from mcp.shared.message import SessionMessage
 
 from mcptax.client.tap import Capture, too_large_message
 from mcptax.client.target import PollError, ServerTarget, preview
-from mcptax.procgroup import stop_process_group_async, wait_for_exit
+from mcptax.procgroup import (
+    killed_at_shutdown,
+    stop_process_group_async,
+    track_group,
+    untrack_group,
+    wait_for_exit,
+)
 
 STDERR_TAIL_BYTES = 2048
 # Shutdown of a stdio server, in seconds: after stdin closes, after SIGTERM, after SIGKILL.
@@ -55,6 +61,8 @@ async def bounded_stdio(
         )
     except OSError as exc:
         raise PollError("connect_error", f"cannot start {target.command!r}: {exc}") from exc
+    # Until it is reaped below, a dying worker kills the group (mcptax.procgroup, config/celery.py).
+    track_group(process.pid)
 
     to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     to_server, from_session = anyio.create_memory_object_stream[SessionMessage](16)
@@ -62,12 +70,20 @@ async def bounded_stdio(
     stderr_done = anyio.Event()
     shutting_down = False
 
-    def crash_message(what: str) -> str:
+    def crashed(what: str) -> PollError:
+        if killed_at_shutdown(process.pid):
+            # We killed it: not evidence against the server.
+            return PollError(
+                "internal_error",
+                f"the worker shut down while waiting for {capture.waiting_for()}; the server was stopped",
+            )
         code = process.returncode
         status = f"exited with code {code}" if code is not None else "is still running"
         tail = bytes(stderr_tail).decode("utf-8", errors="replace").strip()
-        return f"{what} while waiting for {capture.waiting_for()}; the process {status}" + (
-            f"; stderr ends: {tail[-500:]}" if tail else ""
+        return PollError(
+            "crashed",
+            f"{what} while waiting for {capture.waiting_for()}; the process {status}"
+            + (f"; stderr ends: {tail[-500:]}" if tail else ""),
         )
 
     async def deliver(line: bytes) -> bool:
@@ -121,7 +137,7 @@ async def bounded_stdio(
                 what = f"the server stopped in the middle of a message ({len(buffer)} bytes unterminated)"
             else:
                 what = "the server closed its output"
-            capture.set_fault(PollError("crashed", crash_message(what)))
+            capture.set_fault(crashed(what))
 
     async def pump_stderr() -> None:
         assert process.stderr is not None
@@ -143,7 +159,7 @@ async def bounded_stdio(
                 except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
                     if not shutting_down:
                         await wait_for_exit(process, EXIT_STATUS_WAIT)
-                        capture.set_fault(PollError("crashed", crash_message("the server stopped reading")))
+                        capture.set_fault(crashed("the server stopped reading"))
                         await to_session.aclose()
                     return
 
@@ -165,3 +181,4 @@ async def bounded_stdio(
         if process.returncode is None:
             with anyio.CancelScope(shield=True):
                 await _stop_server(process)
+        untrack_group(process.pid)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fnmatch
 import os
+from typing import Any, BinaryIO
 
 from django.utils import timezone
 
@@ -11,8 +13,55 @@ from ingest.capture.pipeline.jobs import create_job
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail
 from ingest.capture.pipeline.reading import Lines, detect, last_line_end, outputs
 from ingest.capture.pipeline.run import Run
+from ingest.capture.watchguard import (
+    HEAD_BYTES,
+    NotOurFile,
+    WatchRefused,
+    head_digest,
+    is_rotation_name,
+    may_open,
+    open_checked,
+)
 
 Status = IngestJob.Status
+
+
+def _continues(watched: WatchedFile, raw: BinaryIO, name: str, size: int) -> bool:
+    """Whether the open file is the one ``watched`` followed (see ``ingest.capture.watchguard``)."""
+    if watched.job_id is None and watched.offset == 0 and not watched.head_sha256:
+        return True  # nothing read yet, nothing to continue
+    if not watched.head_sha256:
+        return False  # followed before fingerprints were kept: it cannot prove it is the same file
+    if name != watched.name and not is_rotation_name(name, watched.name):
+        return False
+    if size < watched.size_seen or size < watched.head_len:
+        return False  # logs grow; a smaller file was rewritten (or is another file)
+    return head_digest(raw, watched.head_len) == watched.head_sha256
+
+
+def _end_job(watched: WatchedFile) -> None:
+    """The followed content is gone (rewritten, or its inode reused): its job ends here."""
+    if watched.job_id is not None:
+        IngestJob.objects.filter(pk=watched.job_id, status=Status.RUNNING, run_token="").update(
+            status=Status.DONE, finished=timezone.now()
+        )
+    watched.job = None
+    watched.offset = watched.line_no = watched.size_seen = 0
+
+
+def _remember(watched: WatchedFile, raw: BinaryIO, size: int, **fields: Any) -> None:
+    """Store what the next read checks continuity against, with ``fields``."""
+    head_len = min(HEAD_BYTES, size)
+    fields |= {
+        "size_seen": size,
+        "name": watched.name,
+        "head_len": head_len,
+        "head_sha256": head_digest(raw, head_len),
+        "last_read_at": timezone.now(),
+    }
+    WatchedFile.objects.filter(pk=watched.pk).update(**fields)
+    for key, value in fields.items():
+        setattr(watched, key, value)
 
 
 def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJob | None:
@@ -24,9 +73,9 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
       inode under a new name: update ``path`` and keep tailing it; a new file at the old name is a
       new WatchedFile) and calls this for every file that grew (``size > offset``).
     - Only complete lines (up to the last ``\\n``) are read; ``offset`` ends at a line end and
-      ``line_no`` counts the lines up to it. A file that shrank below ``offset`` (truncated in
-      place) starts over with a new job; dedupe keys keep anything seen before from being stored
-      twice.
+      ``line_no`` counts the lines up to it. A file that shrank or whose head changed (truncated
+      or rewritten in place) starts over with a new job; dedupe keys keep anything seen before
+      from being stored twice.
     - One IngestJob per file (``watched.job``, source ``watch``) accumulates the counts; it stays
       ``running`` (without a lease) while the file is tailed. A request whose response has not
       been written yet keeps its lines pending, so each call is stored once, complete. The file
@@ -34,12 +83,27 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
       client identity are rebuilt) but lines up to the job's watermark are not settled again.
     - ``final=True`` (the file was rotated away and is quiet, or deleted) ends the input: requests
       still unanswered are stored as such and the job is marked done.
+    - Every call re-checks, before reading a byte: the name must match the folder's pattern or be
+      a rotation of the followed name (else NotOurFile, and the file is never opened); the opened
+      file's real path must be inside ``INGEST_WATCH_DIRS`` and outside the dashboard's own data
+      (else WatchRefused); and name, size and head fingerprint must agree with what was followed,
+      else the followed job ends and the file is new (read from byte 0 if its name matches the
+      pattern, NotOurFile if not).
 
     Returns the job, or None when the path no longer holds this file (the scanner re-identifies
     it) or another run holds the job's lease.
     """
+    folder = watched.folder
+    name = os.path.basename(watched.path)
+    if os.path.dirname(watched.path) != folder.path:
+        raise WatchRefused(f"{watched.path} is not in the watched folder {folder.path}; not read.")
+    if not may_open(name, watched.name, folder.pattern):
+        _end_job(watched)
+        raise NotOurFile(
+            f"{name} does not match {folder.pattern} and is not a rotation of {watched.name or name}; not read."
+        )
     try:
-        raw = open(watched.path, "rb")  # noqa: SIM115 - closed below
+        raw = open_checked(watched.path)
     except OSError:
         return None
     with raw:
@@ -47,14 +111,13 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
         if (st.st_dev, st.st_ino) != (watched.device, watched.inode):
             return None
         size = st.st_size
-        folder = watched.folder
-        if watched.job_id is not None and size < watched.offset:
-            # Truncated in place: the old content is gone, so its job ends here.
-            IngestJob.objects.filter(pk=watched.job_id, status=Status.RUNNING, run_token="").update(
-                status=Status.DONE, finished=timezone.now()
-            )
-            watched.job = None
-            watched.offset = watched.line_no = 0
+        if not _continues(watched, raw, name, size):
+            was = watched.name or name
+            _end_job(watched)
+            if not fnmatch.fnmatch(name, folder.pattern):
+                raise NotOurFile(f"{name} now holds other content than the followed {was}; not read.")
+            watched.name, watched.head_sha256, watched.head_len = name, "", 0
+        watched.name = watched.name or name
         if watched.job is None:
             watched.job = create_job(
                 folder.team,
@@ -63,11 +126,13 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
                 path=watched.path,
                 format=folder.format,
             )
-            watched.save(update_fields=["job", "offset", "line_no"])
+            watched.save(
+                update_fields=["job", "offset", "line_no", "size_seen", "name", "head_sha256", "head_len"]
+            )
         # The final read takes the whole file: a last line without its newline is still a line.
         end = size if final else last_line_end(raw, watched.offset, size)
         if end <= watched.offset and not final:
-            WatchedFile.objects.filter(pk=watched.pk).update(size_seen=size, last_read_at=timezone.now())
+            _remember(watched, raw, size)
             return watched.job
         job, token = claim(watched.job.pk)
         if job is None:
@@ -93,8 +158,5 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
         except Exception as exc:
             fail(job.pk, token, exc)
             return IngestJob.objects.get(pk=job.pk)
-        WatchedFile.objects.filter(pk=watched.pk).update(
-            offset=end, line_no=lines.count, size_seen=size, last_read_at=timezone.now()
-        )
-        watched.offset, watched.line_no, watched.size_seen = end, lines.count, size
+        _remember(watched, raw, size, offset=end, line_no=lines.count)
         return IngestJob.objects.get(pk=job.pk)

@@ -6,8 +6,10 @@ from ingest.capture.models import WatchedFolder
 @pytest.fixture(autouse=True)
 def _media(settings, tmp_path):
     # Every upload of a capture test lands in its own folder. Rate-limit counters need no reset:
-    # they are keyed by the token's random key id.
+    # they are keyed by the token's random key id. Watched folders are an operator feature, off
+    # without roots: the test's own folder is the root (tests of the off state empty it).
     settings.MEDIA_ROOT = tmp_path / "media"
+    settings.INGEST_WATCH_DIRS = [str(tmp_path)]
 
 
 @pytest.fixture

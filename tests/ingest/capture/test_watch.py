@@ -164,15 +164,13 @@ def test_only_matching_files_are_tailed_and_a_missing_folder_is_reported(watched
     os.rmdir(watched.path)
     (scan,) = scan_all()
     watched.refresh_from_db()
-    assert "cannot read" in watched.last_error and watched.last_scan_at is not None
+    assert "does not exist" in watched.last_error and watched.last_scan_at is not None
 
 
-def test_watch_roots_restrict_where_folders_may_be(settings, tmp_path):
+def test_watch_roots_restrict_where_folders_may_be(settings, team, tmp_path):
     allowed = tmp_path / "allowed"
     (allowed / "proxy").mkdir(parents=True)
     (tmp_path / "elsewhere").mkdir()
-    settings.INGEST_WATCH_DIRS = []
-    assert validate_watch_path(str(tmp_path / "elsewhere")) == (tmp_path / "elsewhere").resolve()
     settings.INGEST_WATCH_DIRS = [str(allowed)]
     assert validate_watch_path(str(allowed / "proxy")) == (allowed / "proxy").resolve()
     for bad, why in [
@@ -184,6 +182,13 @@ def test_watch_roots_restrict_where_folders_may_be(settings, tmp_path):
     ]:
         with pytest.raises(WatchPathError, match=why):
             validate_watch_path(bad)
+    # A folder stored before the roots were narrowed is refused at the scan too.
+    (tmp_path / "elsewhere" / "a.jsonl").write_bytes(make_envelope_log(1))
+    folder = WatchedFolder.objects.create(team=team, path=str(tmp_path / "elsewhere"), pattern="*.jsonl")
+    (scan,) = scan_all()
+    folder.refresh_from_db()
+    assert scan.files_seen == 0 and not WatchedFile.objects.exists()
+    assert "outside the allowed folders" in folder.last_error
 
 
 def test_a_symlink_out_of_the_allowed_roots_is_not_read(settings, team, tmp_path):
@@ -215,7 +220,7 @@ def test_only_admins_add_watched_folders(client, team, user_factory, tmp_path, s
     settings.INGEST_WATCH_DIRS = [str(tmp_path / "only-here")]
     refused = client.post(url, {"path": str(tmp_path), "pattern": "*.jsonl", "format": "auto"})
     assert refused.status_code == 400 and b"outside the allowed folders" in refused.content
-    settings.INGEST_WATCH_DIRS = []
+    settings.INGEST_WATCH_DIRS = [str(tmp_path)]
     ok = client.post(url, {"path": str(tmp_path), "pattern": "*.jsonl", "format": "envelope"})
     assert ok.status_code == 302
     folder = WatchedFolder.objects.get()
