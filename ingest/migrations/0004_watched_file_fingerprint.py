@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("ingest", "0002_seed_model_prices"),
+        ("ingest", "0003_line_record_raw_file"),
     ]
 
     operations = [
