@@ -43,7 +43,6 @@ app.conf.update(
     timezone="UTC",
     # Periodic work lives here, in code, so every deployment runs the same schedule.
     beat_schedule={
-        "worker-heartbeat": {"task": "dashboard.tasks.worker_heartbeat", "schedule": 30.0},
         "dispatch-due-polls": {"task": "dashboard.tasks.dispatch_due_polls", "schedule": DISPATCH_EVERY},
         "sweep-notifications": {"task": "dashboard.tasks.sweep_notifications", "schedule": 60.0},
         "scan-watched-folders": {"task": "ingest.tasks.scan_watched_folders", "schedule": 10.0},

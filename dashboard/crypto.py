@@ -1,8 +1,10 @@
-"""Encryption at rest for server secrets (HTTP headers, stdio env).
+"""Encryption at rest for server and channel secrets (HTTP headers, stdio env, channel config).
 
-Fernet with a key from FIELD_ENCRYPTION_KEY, or derived from SECRET_KEY when that is unset, so
-the embedded run needs no extra configuration. Rotating SECRET_KEY without setting
-FIELD_ENCRYPTION_KEY makes stored secrets unreadable; the README says so.
+Fernet keys come from FIELD_ENCRYPTION_KEY: one key, or several separated by commas for a key
+rotation (the first encrypts, every one decrypts; `manage.py reencrypt_secrets` then rewrites
+every stored value under the first). With FIELD_ENCRYPTION_KEY unset the key is derived from
+SECRET_KEY, so the embedded run needs no configuration; that derived key stays a decryption key
+when FIELD_ENCRYPTION_KEY is set later, so values written before still read.
 """
 
 from __future__ import annotations
@@ -13,20 +15,30 @@ import json
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from cryptography.fernet import Fernet, InvalidToken
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.db import models
 from django.db.models.expressions import Combinable
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=16)
 def _fernet(key_material: str) -> Fernet:
+    # Any string is a key: hashed to the 32 bytes Fernet wants, so an operator can paste a
+    # passphrase or the output of `secrets.token_urlsafe()`.
     digest = hashlib.sha256(key_material.encode()).digest()
     return Fernet(base64.urlsafe_b64encode(digest))
 
 
-def fernet() -> Fernet:
-    return _fernet(settings.FIELD_ENCRYPTION_KEY or settings.SECRET_KEY)
+@lru_cache(maxsize=4)
+def _keyring(field_keys: str, secret_key: str) -> MultiFernet:
+    materials = [k.strip() for k in field_keys.split(",") if k.strip()]
+    # Values written before FIELD_ENCRYPTION_KEY was set were encrypted with SECRET_KEY's key.
+    materials.append(secret_key)
+    return MultiFernet([_fernet(m) for m in dict.fromkeys(materials)])
+
+
+def fernet() -> MultiFernet:
+    return _keyring(settings.FIELD_ENCRYPTION_KEY or "", settings.SECRET_KEY)
 
 
 class DecryptionError(Exception):
@@ -35,6 +47,14 @@ class DecryptionError(Exception):
 
 def encrypt_json(value: Any) -> str:
     return fernet().encrypt(json.dumps(value).encode()).decode()
+
+
+def reencrypt(token: str) -> str:
+    """The same value under the current first key (a token already under it comes back new too)."""
+    try:
+        return fernet().rotate(token.encode()).decode()
+    except InvalidToken as exc:
+        raise DecryptionError("stored secret cannot be decrypted with any configured key") from exc
 
 
 def decrypt_json(token: str) -> Any:
@@ -67,7 +87,11 @@ class EncryptedJSONField(_DictTextField):
         return dict(decrypt_json(value))
 
     def get_prep_value(self, value: Any) -> str:
-        return encrypt_json(value or {})
+        # Nothing to hide in an empty value: stored as "" so it never depends on a key at all
+        # (a lost or changed key then breaks only rows that hold a secret).
+        if not value:
+            return ""
+        return encrypt_json(value)
 
 
 def mask(value: str) -> str:

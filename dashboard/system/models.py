@@ -1,19 +1,25 @@
-"""Operational state the pages show: is a worker alive?"""
+"""Operational state the pages show: is a worker alive, and is every queue consumed?"""
 
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.db import models
 from django.utils import timezone
 
-# Beat asks for a heartbeat every 30 s; a few missed ones mean no worker is consuming.
+# Each worker writes its heartbeat every 30 s; a few missed ones mean it is gone.
 STALE_AFTER = timedelta(minutes=2)
+HEARTBEAT_EVERY = 30.0
+# The queues the product's work goes through; a queue no live worker consumes only grows.
+WORK_QUEUES = ("poll", "ingest", "notify")
 
 
 @dataclass(frozen=True)
 class WorkerStatus:
     last_seen: datetime | None
     alive: bool
+    # Work queues no live worker consumes (empty when none is alive: the banner says that first).
+    unconsumed: tuple[str, ...] = field(default=())
 
 
 class WorkerHeartbeat(models.Model):
@@ -21,6 +27,8 @@ class WorkerHeartbeat(models.Model):
 
     hostname = models.CharField(max_length=255, unique=True)
     last_seen = models.DateTimeField(default=timezone.now)
+    # What this worker consumes (its -Q), as it reported it.
+    queues = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-last_seen"]
@@ -29,8 +37,10 @@ class WorkerHeartbeat(models.Model):
         return f"{self.hostname} @ {self.last_seen:%Y-%m-%d %H:%M:%S}"
 
     @classmethod
-    def beat(cls, hostname: str) -> "WorkerHeartbeat":
-        heartbeat, _ = cls.objects.update_or_create(hostname=hostname, defaults={"last_seen": timezone.now()})
+    def beat(cls, hostname: str, queues: Iterable[str]) -> "WorkerHeartbeat":
+        heartbeat, _ = cls.objects.update_or_create(
+            hostname=hostname, defaults={"last_seen": timezone.now(), "queues": sorted(set(queues))}
+        )
         return heartbeat
 
     @classmethod
@@ -42,6 +52,9 @@ class WorkerHeartbeat(models.Model):
         latest = cls.latest()
         now = now or timezone.now()
         last_seen = latest.last_seen if latest else None
-        return WorkerStatus(
-            last_seen=last_seen, alive=last_seen is not None and now - last_seen < STALE_AFTER
-        )
+        alive = last_seen is not None and now - last_seen < STALE_AFTER
+        consumed: set[str] = set()
+        for queues in cls.objects.filter(last_seen__gte=now - STALE_AFTER).values_list("queues", flat=True):
+            consumed.update(queues or ())
+        unconsumed = tuple(q for q in WORK_QUEUES if q not in consumed) if alive else ()
+        return WorkerStatus(last_seen=last_seen, alive=alive, unconsumed=unconsumed)

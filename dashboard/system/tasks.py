@@ -8,26 +8,52 @@ from __future__ import annotations
 
 import logging
 import socket
+import threading
 from typing import Any
 
 from celery import shared_task
 
-from dashboard.system.models import WorkerHeartbeat
+from dashboard.system.models import HEARTBEAT_EVERY, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
 
 
+def consumed_queues(app: Any) -> list[str]:
+    """The queues this worker process consumes (its -Q; every declared queue without one)."""
+    return sorted(app.amqp.queues.consume_from or app.amqp.queues)
+
+
 def announce_worker(sender: Any = None, **kwargs: Any) -> None:
-    """Receiver of Celery's `worker_ready` (connected in DashboardConfig.ready)."""
-    # Without this the overview would say "no worker" until beat's first heartbeat, 30 s in.
-    try:
-        WorkerHeartbeat.beat(getattr(sender, "hostname", None) or socket.gethostname())
-    except Exception:  # the database may not be migrated yet; the periodic beat catches up
-        logger.warning("could not record the worker's start", exc_info=True)
+    """Receiver of Celery's `worker_ready` (connected in DashboardConfig.ready): record the worker
+    and its queues now, then every HEARTBEAT_EVERY seconds from a thread of its main process.
+
+    The worker itself writes its heartbeat, not a task on some queue: a worker started for one
+    queue still reports, and the page can name a queue that nobody consumes.
+    """
+    hostname = getattr(sender, "hostname", None) or socket.gethostname()
+    app = getattr(sender, "app", None) or worker_heartbeat.app
+    queues = consumed_queues(app)
+    stop = threading.Event()
+
+    def beat_forever() -> None:
+        while True:
+            try:
+                WorkerHeartbeat.beat(hostname, queues)
+            except Exception:  # the database may be down or not migrated yet: try again next time
+                logger.warning("could not record the worker's heartbeat", exc_info=True)
+            finally:
+                from django.db import connection
+
+                connection.close()
+            if stop.wait(HEARTBEAT_EVERY):
+                return
+
+    threading.Thread(target=beat_forever, name="mcp-tax-heartbeat", daemon=True).start()
 
 
-@shared_task(name="dashboard.tasks.worker_heartbeat", ignore_result=True)
-def worker_heartbeat(hostname: str | None = None) -> str:
+@shared_task(name="dashboard.tasks.worker_heartbeat", ignore_result=True, bind=True)
+def worker_heartbeat(self: Any, hostname: str | None = None) -> str:
+    # Kept for messages already queued by an older beat; workers now report by themselves.
     name = hostname or socket.gethostname()
-    WorkerHeartbeat.beat(name)
+    WorkerHeartbeat.beat(name, consumed_queues(self.app))
     return name

@@ -17,7 +17,10 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         how = parser.add_mutually_exclusive_group(required=True)
         how.add_argument("--stdio", help='The command line, e.g. "python -m examples.servers.lean"')
-        how.add_argument("--url", help="Streamable HTTP endpoint, e.g. http://127.0.0.1:8765/mcp")
+        how.add_argument(
+            "--url",
+            help="Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp (inward addresses need OUTBOUND_ALLOW_NETWORKS)",
+        )
         how.add_argument("--sse", help="Legacy SSE endpoint")
         parser.add_argument("--team", help="Team slug (default: the only team)")
         parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for a stdio server")

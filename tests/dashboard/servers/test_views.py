@@ -463,7 +463,7 @@ def test_overview_says_when_no_worker_is_running(alice_client, team):
 
     url = reverse("team_overview", args=[team.slug])
     assert b"No Celery worker has checked in yet" in alice_client.get(url).content
-    beat = WorkerHeartbeat.beat("worker-1")
+    beat = WorkerHeartbeat.beat("worker-1", ["poll", "ingest", "notify", "celery"])
     assert b"worker-banner" not in alice_client.get(url).content
     WorkerHeartbeat.objects.filter(pk=beat.pk).update(last_seen=timezone.now() - timedelta(minutes=10))
     page = alice_client.get(url).content.decode()
