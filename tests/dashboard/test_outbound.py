@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from dashboard.alerts.forms import ChannelForm
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import AttemptStatus, Channel, ChannelKind
-from dashboard.servers.config_import import ConfigError, import_config_text
+from dashboard.servers.config_import import SHELL, ConfigError, import_config_text
 from dashboard.servers.forms import ServerForm
 from dashboard.servers.models import McpServer, PollRun, Transport
 from dashboard.servers.polling import poll_server
@@ -103,7 +103,7 @@ def test_channel_attempts_record_the_status_not_the_receivers_body(team, caplog)
 
 def _server_form(team, url: str) -> ServerForm:
     data = {"name": "gw", "transport": "http", "url": url, "poll_interval_seconds": 900, "enabled": True}
-    return ServerForm({**data, "cwd": "", "command_line": ""}, team=team, is_admin=True)
+    return ServerForm({**data, "cwd": "", "command_line": ""}, team=team, allow_stdio=True)
 
 
 def test_server_and_channel_forms_refuse_urls_that_resolve_inward(team, strict):
@@ -143,7 +143,7 @@ def test_an_import_with_an_inward_http_server_imports_nothing(team, strict):
         }
     }
     with pytest.raises(ConfigError, match=f"local is refused \\({LOOPBACK_REFUSED}\\)"):
-        import_config_text(team, json.dumps(config), filename=".mcp.json", stack_name="agent")
+        import_config_text(team, json.dumps(config), filename=".mcp.json", stack_name="agent", importer=SHELL)
     assert McpServer.objects.count() == 0 and team.stacks.count() == 0
 
 

@@ -13,7 +13,7 @@ from dashboard.alerts.budgets import open_or_update_alert
 from dashboard.alerts.models import Level, Measure
 from dashboard.alerts.notify.delivery import deliver
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery
-from dashboard.servers.config_import import ConfigError, import_config_text
+from dashboard.servers.config_import import SHELL, ConfigError, import_config_text
 from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.teams.models import ApiToken
 from ingest.fidelity.forms import ReferenceUrlForm
@@ -41,7 +41,7 @@ def test_a_config_import_with_a_cr_lf_server_name_is_refused_whole(team):
         {"mcpServers": {INJECTED: {"url": "http://127.0.0.1:9/mcp"}, "ok": {"url": "http://x/"}}}
     )
     with pytest.raises(ConfigError, match="control characters"):
-        import_config_text(team, config, filename="mcp.json", stack_name="agent")
+        import_config_text(team, config, filename="mcp.json", stack_name="agent", importer=SHELL)
     assert not McpServer.objects.exists() and not Stack.objects.exists()
 
 

@@ -25,9 +25,10 @@ def stdio_target(server: str, *args: str, env: dict[str, str] | None = None) -> 
 
 
 def fetch(target: ServerTarget, **overrides: Any) -> FetchResult:
+    # Roomy: spawning a server on a loaded 2-core machine can take many seconds, and these calls are
+    # not about timeouts (the tests that are pass their own).
     options: dict[str, Any] = {
-        "connect_timeout": CONNECT_TIMEOUT * 4,
-        "total_timeout": TOTAL_TIMEOUT * 4,
+        **NEVER,
         "max_bytes": MAX_BYTES,
         "outbound": LOOPBACK,
         **overrides,
