@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import IN_CI, LOOPBACK_NETWORKS, need
+from tests.helpers import IN_CI, LOOPBACK_NETWORKS, need, worker_environment
 
 ROOT = Path(__file__).resolve().parent.parent
 need_service = need  # the one skip rule: skip locally, fail when CI=true
@@ -92,12 +92,7 @@ def celery_worker_process(django_db_setup, django_db_blocker):
 
     if not settings.REDIS_URL or connection.vendor != "postgresql":
         need_service("a real Celery worker runs in the PostgreSQL + Redis leg")
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env["DATABASE_URL"] = (
-        f"postgres://{db['USER'] or ''}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
-        f"@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
+    env = worker_environment()
     log = open(ROOT / "var" / "test-celery-worker.log", "wb")  # noqa: SIM115 - closed at teardown
     proc = subprocess.Popen(
         [

@@ -164,3 +164,17 @@ class Receiver:
 
     def json(self, index: int = -1) -> Any:
         return json.loads(self.requests[index]["body"])
+
+
+def worker_environment() -> dict[str, str]:
+    """This process's environment with DATABASE_URL pointing at the test database, for a real
+    Celery worker started by a test (it must write where the test reads)."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        f"postgres://{db['USER'] or ''}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
+        f"@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    )
+    return env

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0003_poll_lease'),
+        ("dashboard", "0003_poll_lease"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='workerheartbeat',
-            name='queues',
+            model_name="workerheartbeat",
+            name="queues",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

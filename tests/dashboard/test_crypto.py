@@ -19,18 +19,18 @@ pytestmark = pytest.mark.django_db
 
 
 def test_secrets_are_encrypted_at_rest(team):
-    server = McpServer.objects.create(
-        team=team,
-        name="remote",
-        transport=Transport.HTTP,
-        url="https://mcp.example.com/mcp",
-        headers={"Authorization": "Bearer sk-very-secret-value"},
-    )
+    server = _remote(team, {"Authorization": "Bearer sk-very-secret-value"})
     with connection.cursor() as cursor:
         cursor.execute("SELECT headers FROM dashboard_mcpserver WHERE id = %s", [server.pk])
         stored = cursor.fetchone()[0]
     assert "sk-very-secret-value" not in stored
     assert McpServer.objects.get(pk=server.pk).headers == {"Authorization": "Bearer sk-very-secret-value"}
+
+
+def _remote(team, headers: dict[str, str]) -> McpServer:
+    return McpServer.objects.create(
+        team=team, name="remote", transport=Transport.HTTP, url="https://mcp.example.com/mcp", headers=headers
+    )
 
 
 def _stored(column: str, pk: int) -> str:
@@ -54,13 +54,7 @@ def test_empty_values_are_not_encrypted(team):
 
 def test_a_key_rotation_keeps_every_secret_readable_and_ends_under_the_new_key(team, settings):
     settings.FIELD_ENCRYPTION_KEY = "old-key"
-    server = McpServer.objects.create(
-        team=team,
-        name="remote",
-        transport=Transport.HTTP,
-        url="https://mcp.example.com/mcp",
-        headers={"Authorization": "Bearer sk-1"},
-    )
+    server = _remote(team, {"Authorization": "Bearer sk-1"})
     json.loads(_fernet_for("old-key").decrypt(_stored("headers", server.pk).encode()))
 
     # The new key first, the old one kept for reading: nothing breaks before the rewrite.
@@ -81,13 +75,7 @@ def test_a_key_rotation_keeps_every_secret_readable_and_ends_under_the_new_key(t
 
 def test_values_from_before_the_field_key_was_set_still_read(team, settings):
     settings.FIELD_ENCRYPTION_KEY = ""
-    server = McpServer.objects.create(
-        team=team,
-        name="remote",
-        transport=Transport.HTTP,
-        url="https://mcp.example.com/mcp",
-        headers={"X-Key": "v"},
-    )
+    server = _remote(team, {"X-Key": "v"})
     json.loads(_fernet_for(settings.SECRET_KEY).decrypt(_stored("headers", server.pk).encode()))
     settings.FIELD_ENCRYPTION_KEY = "a-dedicated-key"
     assert McpServer.objects.get(pk=server.pk).headers == {"X-Key": "v"}
@@ -95,13 +83,7 @@ def test_values_from_before_the_field_key_was_set_still_read(team, settings):
 
 def test_reencrypt_names_rows_no_key_can_read(team, settings):
     settings.FIELD_ENCRYPTION_KEY = "lost-key"
-    server = McpServer.objects.create(
-        team=team,
-        name="remote",
-        transport=Transport.HTTP,
-        url="https://mcp.example.com/mcp",
-        headers={"X-Key": "v"},
-    )
+    server = _remote(team, {"X-Key": "v"})
     settings.FIELD_ENCRYPTION_KEY = "other-key"
     with pytest.raises(CommandError, match=f"dashboard.McpServer {server.pk}"):
         call_command("reencrypt_secrets", stdout=StringIO())

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.system.models import WorkerHeartbeat
-from tests.helpers import wait_until
+from tests.helpers import wait_until, worker_environment
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,14 +43,7 @@ def test_the_overview_names_the_queues_no_live_worker_consumes(alice_client, tea
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_started_for_one_queue_reports_itself_and_its_queue(postgres_and_redis, team):
-    from django.db import connection
-
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env["DATABASE_URL"] = (
-        f"postgres://{db['USER'] or ''}{':' + db['PASSWORD'] if db['PASSWORD'] else ''}"
-        f"@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
+    env = worker_environment()
     hostname = f"poll-only-{os.getpid()}@test"
     proc = subprocess.Popen(
         [
