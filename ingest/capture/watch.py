@@ -44,9 +44,9 @@ from ingest.capture.watchguard import (
     WatchRefused,
     allowed_roots,
     check_real_path,
-    resolve_dir,
     watch_enabled,
 )
+from ingest.capture.watchguard import resolve_dir as validate_watch_path
 
 logger = logging.getLogger(__name__)
 __all__ = [
@@ -58,11 +58,6 @@ __all__ = [
     "validate_watch_path",
     "watch_enabled",
 ]
-
-
-def validate_watch_path(raw: str) -> Path:
-    """The resolved directory for ``raw``, or WatchPathError saying why it cannot be watched."""
-    return resolve_dir(raw)
 
 
 @dataclass
@@ -122,7 +117,7 @@ def scan_folder(folder: WatchedFolder) -> FolderScan:
         _finish_scan(folder, scan)
         return scan
     try:
-        resolve_dir(folder.path)  # again at every scan: the folder may have become a link elsewhere
+        validate_watch_path(folder.path)  # again at every scan: the folder may have become a link elsewhere
         listing = _list_folder(folder.path)
     except WatchPathError as exc:
         scan.errors.append(f"{folder.path}: {exc} Not scanned.")

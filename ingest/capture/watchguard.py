@@ -64,7 +64,7 @@ def forbidden_dirs() -> list[Path]:
 
 
 def _inside(path: Path, dirs: list[Path]) -> bool:
-    return any(path == d or path.is_relative_to(d) for d in dirs)
+    return any(path.is_relative_to(d) for d in dirs)
 
 
 def check_real_path(real: Path) -> None:
