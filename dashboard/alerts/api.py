@@ -19,7 +19,7 @@ from ninja.errors import ValidationError
 from dashboard.alerts import gate
 from dashboard.servers.models import McpServer
 from dashboard.teams import ratelimit
-from dashboard.teams.api import TeamApiRequest
+from dashboard.teams.api import TeamApiRequest, declared_length
 from dashboard.teams.validators import check_name
 
 router = Router(tags=["CI gate"])
@@ -72,11 +72,7 @@ def _read_payload(request: TeamApiRequest) -> CheckIn | JsonResponse:
         f"The body is larger than the gate's limit of {filesizeformat(limit)} ({limit:,} bytes, "
         "GATE_MAX_BYTES); a tools/list that large is refused, not judged in part."
     )
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
+    if declared_length(request) > limit:
         return _too_large(over)
     body = request.body
     if len(body) > limit:

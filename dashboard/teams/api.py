@@ -18,6 +18,15 @@ class TeamApiRequest(HttpRequest):
     api_token: ApiToken
 
 
+def declared_length(request: HttpRequest) -> int:
+    """The body size the client announced (0 when absent or garbled), so an over-size body can be
+    refused before a byte of it is read."""
+    try:
+        return int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        return 0
+
+
 class TeamTokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
         api_token = ApiToken.authenticate(token)

@@ -22,6 +22,7 @@ from ninja import Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from dashboard.teams import ratelimit
+from dashboard.teams.api import declared_length
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
@@ -196,11 +197,7 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
     if params.format != "auto" and params.format not in FORMATS:
         return _error(400, f"Unknown format {params.format!r}; use auto or one of {', '.join(FORMATS)}.")
     limit = settings.INGEST_API_MAX_BYTES
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = 0
-    if declared > limit:
+    if declared_length(request) > limit:
         return _too_large(limit)
 
     try:
