@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from typing import Any
 
 from celery import shared_task
+from django.db import connection
 
 from dashboard.system.models import HEARTBEAT_EVERY, WorkerHeartbeat
 
@@ -33,20 +35,17 @@ def announce_worker(sender: Any = None, **kwargs: Any) -> None:
     hostname = getattr(sender, "hostname", None) or socket.gethostname()
     app = getattr(sender, "app", None) or worker_heartbeat.app
     queues = consumed_queues(app)
-    stop = threading.Event()
 
     def beat_forever() -> None:
+        # A daemon thread: it ends with the worker process.
         while True:
             try:
                 WorkerHeartbeat.beat(hostname, queues)
             except Exception:  # the database may be down or not migrated yet: try again next time
                 logger.warning("could not record the worker's heartbeat", exc_info=True)
             finally:
-                from django.db import connection
-
                 connection.close()
-            if stop.wait(HEARTBEAT_EVERY):
-                return
+            time.sleep(HEARTBEAT_EVERY)
 
     threading.Thread(target=beat_forever, name="mcp-tax-heartbeat", daemon=True).start()
 
