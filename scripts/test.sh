@@ -46,7 +46,7 @@ env -u DATABASE_URL -u REDIS_URL VAR_DIR="$PWD/var/test-sqlite" \
 if [ "$CI" = "true" ] || services_up; then
   echo "== leg 2: PostgreSQL ($PG_URL) + Redis ($REDIS) + real Celery worker"
   DATABASE_URL="$PG_URL" REDIS_URL="$REDIS" VAR_DIR="$PWD/var/test-pg" \
-    $BIN/python -m pytest -m "not browser" "$@" || status=$?
+    $BIN/python -m pytest -m "not browser" --services-leg "$@" || status=$?
 else
   echo "== leg 2 skipped: PostgreSQL/Redis not reachable (set CI=true to make this a failure)"
 fi

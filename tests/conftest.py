@@ -275,3 +275,35 @@ def browser_login(page, live_server, username: str, password: str) -> None:
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
     page.click("form button")
+
+
+# -- the services leg runs only what the services can change ------------------------------------
+
+DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--services-leg",
+        action="store_true",
+        help="keep only tests that touch the database, the cache or the broker (the second leg's "
+        "PostgreSQL + Redis run); tests of plain code gave their answer in the first leg",
+    )
+
+
+def uses_services(item) -> bool:
+    """A test whose outcome can depend on the database, the cache or the broker."""
+    if item.get_closest_marker("services") or item.get_closest_marker("django_db"):
+        return True
+    return bool(DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not config.getoption("--services-leg"):
+        return
+    kept, dropped = [], []
+    for item in items:
+        (kept if uses_services(item) else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept

@@ -210,3 +210,33 @@ def test_readme_layout_names_every_sub_package():
     )
     unnamed = [p for p in packages if f"`{p}`" not in section]
     assert unnamed == [], f"README layout does not describe: {unnamed}"
+
+
+# -- the second leg's selection ---------------------------------------------------------------------
+
+
+def _collected(*args: str) -> set[str]:
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    return {line for line in out.stdout.splitlines() if "::" in line}
+
+
+def test_services_leg_keeps_every_test_the_database_or_services_can_change():
+    """The PostgreSQL + Redis leg drops only tests that touch neither the database nor a service."""
+    files = ["tests/mcptax/test_tokens.py", "tests/dashboard/servers/test_leases.py"]
+    everything = _collected(*files)
+    kept = _collected("--services-leg", *files)
+    dropped = everything - kept
+    # A token test touches no database; every lease test claims rows.
+    assert dropped and all(t.startswith("tests/mcptax/test_tokens.py::") for t in dropped)
+    assert {t for t in everything if t.startswith("tests/dashboard/servers/")} <= kept
+    services_tests = _collected("-m", "services", "tests/dashboard/system/test_heartbeat.py")
+    assert services_tests and services_tests <= _collected(
+        "--services-leg", "tests/dashboard/system/test_heartbeat.py"
+    )
