@@ -295,8 +295,14 @@ if env_bool("REFERENCE_ALLOW_PRIVATE", False):
     )
 FIELD_ENCRYPTION_KEY = env_str("FIELD_ENCRYPTION_KEY")
 NOTIFY_HTTP_TIMEOUT = env_float("NOTIFY_HTTP_TIMEOUT", 10.0)
+# SMTP gets the same bound as the HTTP channels (Django's default is to wait forever).
+EMAIL_TIMEOUT = env_float("EMAIL_TIMEOUT", NOTIFY_HTTP_TIMEOUT)
 NOTIFY_MAX_ATTEMPTS = env_int("NOTIFY_MAX_ATTEMPTS", 6)
 NOTIFY_RETRY_BASE_SECONDS = env_int("NOTIFY_RETRY_BASE_SECONDS", 30)
+# A lease (a poll's or a delivery's lock) left by a worker that died is taken over once it is older
+# than the longest a live holder can keep it (twice its timeout) plus this grace; a queued message
+# that has not run this long after it was due counts as lost and is sent again by the sweep.
+LEASE_GRACE_SECONDS = env_int("LEASE_GRACE_SECONDS", 60)
 
 CACHES = {
     "default": (

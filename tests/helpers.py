@@ -9,10 +9,12 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -178,3 +180,18 @@ def worker_environment() -> dict[str, str]:
         f"@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     )
     return env
+
+
+def django_script(env: dict[str, str], code: str) -> str:
+    """Run `code` in a fresh Python with Django set up under `env` (a worker's own settings and
+    database); returns what it printed, failing the test with its stderr when it fails."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import django\ndjango.setup()\n" + code],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout

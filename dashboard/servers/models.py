@@ -47,8 +47,8 @@ TRANSIENT_OUTCOMES = {
 
 def poll_lock_stale_after() -> timedelta:
     """A poll lock older than this was left by a worker that died: the longest a live poll can hold
-    it (the total timeout) twice over, plus a minute for the bookkeeping around it."""
-    return timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + 60)
+    it (the total timeout) twice over, plus LEASE_GRACE_SECONDS for the bookkeeping around it."""
+    return timedelta(seconds=settings.POLL_TOTAL_TIMEOUT * 2 + settings.LEASE_GRACE_SECONDS)
 
 
 class McpServerQuerySet(models.QuerySet["McpServer"]):

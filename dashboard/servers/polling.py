@@ -28,6 +28,7 @@ from dashboard.servers.models import (
     Snapshot,
     SnapshotTool,
     ToolsDocument,
+    poll_lock_stale_after,
 )
 from dashboard.servers.signals import snapshot_recorded
 from mcptax import findings as findings_mod
@@ -310,7 +311,8 @@ def dispatch_due(
     due = McpServer.objects.lock_free(now).due(horizon).only("pk", "next_poll_at")
     for server in due:
         eta = max(server.next_poll_at, now)
-        hold = eta + timedelta(seconds=max(60, settings.POLL_TOTAL_TIMEOUT * 2))
+        # Due again when a poll that never ran, or died holding the lock, would have gone stale.
+        hold = eta + poll_lock_stale_after()
         claimed = McpServer.objects.filter(pk=server.pk, next_poll_at=server.next_poll_at).update(
             next_poll_at=hold
         )

@@ -9,6 +9,9 @@ speaks just enough of the legacy handshake (it rejects ``server/discover`` so cl
 - ``exit_mid``: exits while writing the ``tools/list`` answer (half a message, then exit code 3).
 - ``invalid_json``: answers ``tools/list`` with a line that is not JSON.
 - ``huge``: answers ``tools/list`` with a valid list of ``--huge-mb`` megabytes (default 24).
+- ``hang_first``: like ``quirky``, except that the first process to be asked ``tools/list`` never
+  answers it: with ``--tools-list-file F``, a process that finds no F creates it and hangs, later
+  ones answer (so a poll killed mid-way can be shown to succeed when it is retried).
 - ``quirky``: answers correctly, but in two pages (``nextCursor``) of tools whose keys come in an
   unusual order with extension keys, so a client can prove it keeps exactly what was sent.
 
@@ -31,7 +34,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-MODES = ("hang", "hang_tools", "exit_mid", "invalid_json", "huge", "quirky")
+MODES = ("hang", "hang_tools", "hang_first", "exit_mid", "invalid_json", "huge", "quirky")
 SERVER_INFO = {"name": "misbehaving", "version": "0.0.1"}
 LEGACY_VERSION = "2025-11-25"
 METHOD_NOT_FOUND = -32601
@@ -122,7 +125,7 @@ def answer_handshake(message: dict[str, Any]) -> dict[str, Any] | None:
 def tools_result(mode: str, message: dict[str, Any], huge_mb: float) -> dict[str, Any]:
     if mode == "huge":
         return huge_tools_result(huge_mb)
-    if mode == "quirky":
+    if mode in ("quirky", "hang_first"):
         return quirky_page(message)
     return {"tools": []}
 
@@ -162,10 +165,11 @@ def serve_stdio(mode: str, huge_mb: float, tools_list_file: str | None = None) -
                 }
             write_line(json.dumps(reply).encode())
             continue
+        first = not (tools_list_file and os.path.exists(tools_list_file))
         if tools_list_file:
             with open(tools_list_file, "w") as handle:
                 handle.write(f"{message['id']}\n")
-        if mode == "hang_tools":
+        if mode == "hang_tools" or (mode == "hang_first" and first):
             continue
         if mode == "invalid_json":
             write_line(b"this is not json {")

@@ -19,7 +19,7 @@ import pytest
 
 from mcptax.procgroup import signal_group
 from tests.conftest import ROOT
-from tests.helpers import wait_until
+from tests.helpers import django_script, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 GUARD = 60.0  # seconds; only against a hang, never a measured duration
@@ -59,19 +59,6 @@ def worker_env(tmp_path_factory) -> dict[str, str]:
         [sys.executable, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True, timeout=240
     )
     return env
-
-
-def django_script(env: dict[str, str], code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", "import django\ndjango.setup()\n" + code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
 
 
 def enqueue_slow_poll(env: dict[str, str], tmp_path: Path, name: str, mode: str) -> tuple[Path, Path]:

@@ -28,6 +28,9 @@ class Message:
     payload: dict[str, Any]
     subject: str
     text: str
+    # The delivery this send belongs to: the same on every attempt, so a receiver can drop a repeat
+    # (a worker that dies after the POST left but before it was recorded sends it once more).
+    delivery_id: str = ""
 
 
 class Sender:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -43,8 +43,6 @@ from dashboard.teams.validators import one_line
 log = logging.getLogger(__name__)
 
 PAYLOAD_SCHEMA = "mcp-tax.alert/1"
-# A worker that died mid-attempt leaves its lock; after this long another may take the delivery.
-LOCK_STALE_AFTER = timedelta(minutes=5)
 
 
 SENDERS: dict[str, type[Sender]] = {
@@ -189,12 +187,18 @@ class DeliveryOutcome:
     http_status: int | None = None
 
 
+def lock_stale_after() -> timedelta:
+    """A delivery lock older than this was left by a worker that died mid-attempt: a live attempt
+    ends within its send timeout (HTTP and SMTP alike), counted twice, plus LEASE_GRACE_SECONDS."""
+    return timedelta(seconds=settings.NOTIFY_HTTP_TIMEOUT * 2 + settings.LEASE_GRACE_SECONDS)
+
+
 def unlocked(now: datetime) -> Q:
     """Nobody holds the delivery: no lock, or a lock left by a worker that died mid-attempt.
 
     The one staleness rule, shared by the claim and the sweep.
     """
-    return Q(locked_at__isnull=True) | Q(locked_at__lt=now - LOCK_STALE_AFTER)
+    return Q(locked_at__isnull=True) | Q(locked_at__lt=now - lock_stale_after())
 
 
 def claim(delivery_id: int, now: datetime | None = None) -> bool:
@@ -227,7 +231,8 @@ def deliver(delivery_id: int, *, allow_retry: bool = True) -> DeliveryOutcome:
     started = time.monotonic()
     attempt = delivery.attempts
     try:
-        result = sender_for(channel.kind, channel.config or {}).send(render(delivery.event.payload))
+        message = replace(render(delivery.event.payload), delivery_id=str(delivery.pk))
+        result = sender_for(channel.kind, channel.config or {}).send(message)
     except SendError as exc:
         error, permanent, http_status = exc.message, exc.permanent, exc.http_status
     except Exception as exc:  # a sender bug must leave a trace, not a stuck delivery
@@ -291,7 +296,9 @@ def sweep_pending(now: datetime | None = None, *, enqueue: Callable[[int], objec
     """
     now = now or timezone.now()
     overdue = Delivery.objects.filter(
-        unlocked(now), processed=None, next_attempt_at__lt=now - timedelta(minutes=2)
+        unlocked(now),
+        processed=None,
+        next_attempt_at__lt=now - timedelta(seconds=settings.LEASE_GRACE_SECONDS),
     ).values_list("pk", flat=True)[:500]
     ids = list(overdue)
     for pk in ids:

@@ -13,6 +13,7 @@ from dashboard.alerts.notify.base import Message, Sender, SendResult
 SIGNATURE_HEADER = "X-MCP-Tax-Signature"
 TIMESTAMP_HEADER = "X-MCP-Tax-Timestamp"
 EVENT_HEADER = "X-MCP-Tax-Event"
+DELIVERY_HEADER = "X-MCP-Tax-Delivery"
 
 
 def sign(body: bytes, secret: str) -> str:
@@ -36,4 +37,6 @@ class WebhookSender(Sender):
             TIMESTAMP_HEADER: str(int(time.time())),
             EVENT_HEADER: message.payload.get("event", ""),
         }
+        if message.delivery_id:
+            headers[DELIVERY_HEADER] = message.delivery_id
         return http.post(self.config.get("url", ""), content=body, headers=headers, what="the webhook")

@@ -15,7 +15,7 @@ from django.db import DatabaseError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.notify.delivery import LOCK_STALE_AFTER, deliver, sweep_pending
+from dashboard.alerts.notify.delivery import deliver, lock_stale_after, sweep_pending
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, DeliveryStatus
 from dashboard.servers.models import McpServer, PollRun, Transport
 from dashboard.servers.polling import claim, dispatch_due, poll_server
@@ -178,7 +178,7 @@ def test_a_delivery_whose_worker_died_mid_attempt_is_swept_and_sent_once(team):
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
         (delivery,) = deliveries_for(open_alert(team).alert)
         # A worker claimed it (one attempt counted) and was killed during the POST.
-        died_at = timezone.now() - LOCK_STALE_AFTER - timedelta(seconds=1)
+        died_at = timezone.now() - lock_stale_after() - timedelta(seconds=1)
         Delivery.objects.filter(pk=delivery.pk).update(
             locked_at=died_at, attempts=1, next_attempt_at=died_at - timedelta(minutes=3)
         )

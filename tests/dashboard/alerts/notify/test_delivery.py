@@ -236,15 +236,17 @@ def test_sweep_hands_overdue_retries_to_the_enqueue_it_is_given(team, settings):
     assert due is not None and delivery.processed is None and delivery.locked_at is None
 
     sent: list[int] = []
-    # Not yet overdue (the sweep leaves two minutes for the broker's own retry): nothing is sent.
-    assert sweep_pending(now=due, enqueue=sent.append) == []
-    assert sweep_pending(now=due + timedelta(minutes=3), enqueue=sent.append) == [delivery.pk]
+    # Not yet overdue (the sweep leaves LEASE_GRACE_SECONDS for the queued retry): nothing is sent.
+    settings.LEASE_GRACE_SECONDS = 60
+    assert sweep_pending(now=due + timedelta(seconds=59), enqueue=sent.append) == []
+    later = due + timedelta(minutes=3)
+    assert sweep_pending(now=later, enqueue=sent.append) == [delivery.pk]
     assert sent == [delivery.pk]
     # Finished deliveries and ones a worker holds are never swept.
-    Delivery.objects.filter(pk=delivery.pk).update(locked_at=timezone.now())
-    assert sweep_pending(now=due + timedelta(minutes=3), enqueue=sent.append) == []
+    Delivery.objects.filter(pk=delivery.pk).update(locked_at=later - timedelta(seconds=5))
+    assert sweep_pending(now=later, enqueue=sent.append) == []
     Delivery.objects.filter(pk=delivery.pk).update(locked_at=None, processed=timezone.now())
-    assert sweep_pending(now=due + timedelta(minutes=3), enqueue=sent.append) == []
+    assert sweep_pending(now=later, enqueue=sent.append) == []
     assert sent == [delivery.pk]
 
 
@@ -273,3 +275,15 @@ def test_sweep_task_redelivers_a_lost_retry_and_wakes_expired_silences(
         assert reopened.status == DeliveryStatus.SENT
         assert [r["status"] for r in hook.requests] == [500, 200, 200]
         assert {hook.json(i)["event"] for i in (1, 2)} == {"alert.opened", "alert.reopened"}
+
+
+def test_every_attempt_of_a_delivery_carries_the_same_delivery_header(team, settings):
+    settings.NOTIFY_RETRY_BASE_SECONDS = 0
+    with Receiver([503]) as hook:
+        Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
+        (delivery,) = deliveries_for(open_alert(team).alert)
+        assert deliver(delivery.pk).status == "retry"
+        assert deliver(delivery.pk).status == "sent"
+    ids = [r["headers"].get("X-MCP-Tax-Delivery") for r in hook.requests]
+    # What a receiver drops a repeat by: the delivery's own id, on the failed and the good attempt.
+    assert ids == [str(delivery.pk), str(delivery.pk)]
