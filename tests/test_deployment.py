@@ -15,7 +15,7 @@ import yaml
 from scripts.make_env import ensure_env
 
 ROOT = Path(__file__).resolve().parent.parent
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "worker-poll", "worker-ingest", "worker-notify", "beat")
 
 
 def _compose() -> dict:
