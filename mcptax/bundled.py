@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import importlib.resources
+import importlib.metadata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,8 @@ class BundledEncodingError(Exception):
 @dataclass(frozen=True)
 class BundledEncoding:
     name: str
-    package: str
+    distribution: str  # as pip knows it
+    package: str  # the import package whose folder holds the file
     resource: str  # path inside the package, gzipped
     sha256: str  # of the gunzipped bytes: the hash tiktoken's own loader checks
     pattern: str
@@ -56,6 +57,7 @@ class BundledEncoding:
 BUNDLED: dict[str, BundledEncoding] = {
     "o200k_base": BundledEncoding(
         name="o200k_base",
+        distribution="bpe-openai",
         package="bpe_openai",
         resource="data/o200k_base.tiktoken.gz",
         sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
@@ -66,14 +68,15 @@ BUNDLED: dict[str, BundledEncoding] = {
 
 
 def locate(spec: BundledEncoding) -> Path:
-    """The installed file (importlib.resources, so no import of the package's own code)."""
+    """The installed file, found in the distribution's file list (importlib.metadata): the package
+    itself is never imported, so none of its code runs."""
     try:
-        ref = importlib.resources.files(spec.package).joinpath(spec.resource)
-    except ModuleNotFoundError as exc:
+        dist = importlib.metadata.distribution(spec.distribution)
+    except importlib.metadata.PackageNotFoundError as exc:
         raise BundledEncodingError(
-            f"{spec.name}: the package {spec.package!r} that ships its rank file is not installed"
+            f"{spec.name}: the package {spec.distribution!r} that ships its rank file is not installed"
         ) from exc
-    path = Path(str(ref))
+    path = Path(str(dist.locate_file(f"{spec.package}/{spec.resource}")))
     if not path.is_file():
         raise BundledEncodingError(f"{spec.name}: {spec.package} has no {spec.resource} ({path})")
     return path

@@ -190,7 +190,7 @@ def tiktoken_reference(name: str) -> Any:
     (a temporary TIKTOKEN_CACHE_DIR keyed by the sha1 of the URL, as tiktoken.load does).
     """
     import gzip
-    import importlib.resources
+    import importlib.metadata
     import tempfile
 
     import tiktoken
@@ -201,7 +201,13 @@ def tiktoken_reference(name: str) -> Any:
         raise ValueError(name)
     url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
     cache = Path(tempfile.mkdtemp(prefix="tiktoken-ref-"))
-    packed = importlib.resources.files("bpe_openai").joinpath("data/o200k_base.tiktoken.gz")
+    packed = Path(
+        str(
+            importlib.metadata.distribution("bpe-openai").locate_file(
+                "bpe_openai/data/o200k_base.tiktoken.gz"
+            )
+        )
+    )
     (cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(gzip.decompress(packed.read_bytes()))
     before = os.environ.get("TIKTOKEN_CACHE_DIR")
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)

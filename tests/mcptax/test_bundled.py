@@ -77,11 +77,14 @@ def test_o200k_vocabulary_and_special_tokens():
 
 
 def test_o200k_loads_with_no_network_and_no_cache(tmp_path):
+    # ... and without importing bpe_openai itself (its own loader is not ours to run).
     # A proxy on a port nobody listens on and an empty cache: any download attempt fails at once.
     code = """
         from mcptax import tokens
         print(tokens.get_encoding("o200k_base").encode_ordinary("hello world"))
         print(tokens.available_encodings(["cl100k_base", "o200k_base"]))
+        import sys
+        print("bpe_openai" in sys.modules)
     """
     env = {
         "PYTHONPATH": str(ROOT),
@@ -93,7 +96,7 @@ def test_o200k_loads_with_no_network_and_no_cache(tmp_path):
         [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["[24912, 2375]", "['cl100k_base', 'o200k_base']"]
+    assert result.stdout.splitlines() == ["[24912, 2375]", "['cl100k_base', 'o200k_base']", "False"]
     # Nothing named after o200k's download URL was cached: the rank file never came from there.
     o200k_key = hashlib.sha1(
         b"https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
@@ -126,6 +129,8 @@ def test_a_file_with_another_hash_is_refused(tmp_path):
 
 
 def test_a_missing_package_is_a_clear_error():
-    spec = bundled.BundledEncoding("x_base", "no_such_package_here", "data/x.gz", "0" * 64, r"\S+", {})
+    spec = bundled.BundledEncoding(
+        "x_base", "no_such_package_here", "nspkg", "data/x.gz", "0" * 64, r"\S+", {}
+    )
     with pytest.raises(bundled.BundledEncodingError, match="'no_such_package_here'.*not installed"):
         bundled.locate(spec)
