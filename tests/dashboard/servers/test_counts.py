@@ -194,3 +194,23 @@ def test_no_key_no_request(team, endpoint, django_capture_on_commit_callbacks):
         summary = poll_server(_server(team).pk)
     assert summary.changed and endpoint.requests == []
     assert not ProviderCount.objects.exists()
+
+
+def test_set_provider_key_command_stores_encrypted_and_validates(team, monkeypatch):
+    import io
+
+    from django.core.management import CommandError, call_command
+
+    from dashboard.teams.models import Team
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(API_KEY + "\n"))
+    out = io.StringIO()
+    call_command("set_provider_key", "--team", team.slug, "--encodings", "o200k_base,cl100k_base", stdout=out)
+    fresh = Team.objects.get(pk=team.pk)
+    assert fresh.provider_keys == {"anthropic": API_KEY}
+    assert fresh.tracked_encodings() == ["o200k_base", "cl100k_base"] and fresh.main_encoding == "o200k_base"
+    assert API_KEY not in out.getvalue()
+    with pytest.raises(CommandError, match="encodings must be among cl100k_base, o200k_base"):
+        call_command("set_provider_key", "--team", team.slug, "--encodings", "p50k_base", "--keep-key")
+    call_command("set_provider_key", "--team", team.slug, "--remove", stdout=io.StringIO())
+    assert Team.objects.get(pk=team.pk).provider_keys == {}
