@@ -222,22 +222,12 @@ class TokenReport:
 
 
 def account(
-    tools: list[dict[str, Any]],
-    instructions: str | None = None,
-    encoding: str = DEFAULT_ENCODING,
-    *,
-    profile: str = "mcp",
-    server: str = "",
+    tools: list[dict[str, Any]], instructions: str | None = None, encoding: str = DEFAULT_ENCODING
 ) -> TokenReport:
     """Fixed tax of a tool list (all pages, server order) with its per-tool breakdown.
 
-    `profile` picks a client rendering (mcptax.profiles; `server` names the server in the
-    `mcp__<server>__<tool>` names of `claude` and `openai`); the default is the fixed-tax formula.
+    The `mcp` profile; mcptax.profiles.account counts the other client renderings.
     """
-    if profile != "mcp":
-        from mcptax import profiles  # profiles builds on this module
-
-        return profiles.account(tools, instructions, profile=profile, encoding=encoding, server=server)
     enc = get_encoding(encoding)
     visible = [visible_tool(tool) for tool in tools]
     payload = canonical(visible)
