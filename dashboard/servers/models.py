@@ -252,6 +252,9 @@ class Snapshot(models.Model):
         blank=True,
         help_text='{"o200k_base": {"fixed_tax_tokens": N, "instructions_tokens": M}}',
     )
+    # Every profile (client rendering) in every tracked encoding:
+    # {profile: {encoding: {"fixed_tax_tokens": N, "instructions_tokens": M, "bytes": B}}}.
+    counts = models.JSONField(default=dict, blank=True)
     prompts_count = models.IntegerField(null=True, blank=True)
     resources_count = models.IntegerField(null=True, blank=True)
     findings = models.JSONField(default=list, blank=True)
@@ -278,6 +281,24 @@ class Snapshot(models.Model):
     def tools_raw(self) -> list[dict[str, Any]]:
         return self.document.raw
 
+    @property
+    def encodings(self) -> list[str]:
+        """The encodings this snapshot was counted in, its main one first."""
+        names = list((self.counts or {}).get("mcp", {})) or list(self.tokens_by_encoding or {})
+        return [self.encoding, *[n for n in names if n != self.encoding]]
+
+    def figure(
+        self, encoding: str | None = None, profile: str = "mcp", key: str = "fixed_tax_tokens"
+    ) -> int | None:
+        """One stored figure; None when this snapshot was not counted that way."""
+        if (encoding is None or encoding == self.encoding) and profile == "mcp":
+            return int(getattr(self, key))
+        encoding = encoding or self.encoding
+        found = (self.counts or {}).get(profile, {}).get(encoding)
+        if found is None and profile == "mcp":
+            found = (self.tokens_by_encoding or {}).get(encoding)
+        return None if found is None or key not in found else int(found[key])
+
 
 class SnapshotTool(models.Model):
     snapshot = models.ForeignKey(Snapshot, models.CASCADE, related_name="tools")
@@ -287,6 +308,8 @@ class SnapshotTool(models.Model):
     description_tokens = models.PositiveIntegerField()
     schema_tokens = models.PositiveIntegerField()
     sha256 = models.CharField(max_length=64, help_text="sha256 of the model-visible tool, to spot changes")
+    # The same three figures in every tracked encoding: {encoding: {"tokens", "description_tokens", "schema_tokens"}}.
+    counts = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["snapshot", "position"]
@@ -314,3 +337,31 @@ class PollRun(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server} {self.started:%Y-%m-%d %H:%M} {self.outcome}"
+
+
+class ProviderCount(models.Model):
+    """A provider's own count of a snapshot's tools (its token-counting endpoint), beside ours.
+
+    Asked once per new snapshot, when the team stored a key. `ours` is our `claude` profile figure
+    in the snapshot's main encoding; the provider's figure also holds the one-word message the
+    request needs and the provider's own tool-use preamble (docs/methodology.md).
+    """
+
+    snapshot = models.ForeignKey(Snapshot, models.CASCADE, related_name="provider_counts")
+    provider = models.CharField(max_length=20, default="anthropic")
+    model = models.CharField(max_length=100)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    ours = models.PositiveIntegerField(default=0)
+    ours_encoding = models.CharField(max_length=40, default="cl100k_base")
+    error = models.TextField(blank=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.model}: {self.input_tokens if self.error == '' else 'failed'}"
+
+    @property
+    def difference(self) -> int | None:
+        return None if self.input_tokens is None else self.input_tokens - self.ours

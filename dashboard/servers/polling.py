@@ -32,7 +32,7 @@ from dashboard.servers.models import (
 )
 from dashboard.servers.signals import snapshot_recorded
 from mcptax import findings as findings_mod
-from mcptax import tokens
+from mcptax import profiles, tokens
 from mcptax.client import FetchResult, PollError, ServerTarget, fetch_tools_sync
 
 log = logging.getLogger(__name__)
@@ -186,15 +186,29 @@ def record_snapshot(
         current.last_seen = seen_at
         return current, False
 
-    encoding = settings.TOKEN_ENCODINGS[0] if settings.TOKEN_ENCODINGS else tokens.DEFAULT_ENCODING
-    report = tokens.account(result.tools, instructions, encoding=encoding)
-    others = {}
-    for name in tokens.available_encodings(settings.TOKEN_ENCODINGS[1:]):
-        extra = tokens.account(result.tools, instructions, encoding=name)
-        others[extra.encoding] = {
-            "fixed_tax_tokens": extra.fixed_tax_tokens,
-            "instructions_tokens": extra.instructions_tokens,
+    encodings = tracked_encodings(server)
+    encoding = encodings[0]
+    counted = profiles.matrix(result.tools, instructions, encodings, server=server.name)
+    report = counted["mcp"][encoding]
+    counts = {
+        profile: {
+            name: {
+                "fixed_tax_tokens": r.fixed_tax_tokens,
+                "instructions_tokens": r.instructions_tokens,
+                "bytes": r.bytes,
+            }
+            for name, r in by_encoding.items()
         }
+        for profile, by_encoding in counted.items()
+    }
+    tool_counts: list[dict[str, dict[str, int]]] = [{} for _ in result.tools]
+    for name, r in counted["mcp"].items():
+        for i, t in enumerate(r.tools):
+            tool_counts[i][name] = {
+                "tokens": t.tokens,
+                "description_tokens": t.description_tokens,
+                "schema_tokens": t.schema_tokens,
+            }
     with transaction.atomic():
         document = ToolsDocument.store(sha, result.tools)
         snapshot = Snapshot.objects.create(
@@ -218,12 +232,10 @@ def record_snapshot(
             instructions_tokens=report.instructions_tokens,
             instructions=instructions,
             tokens_by_encoding={
-                report.encoding: {
-                    "fixed_tax_tokens": report.fixed_tax_tokens,
-                    "instructions_tokens": report.instructions_tokens,
-                },
-                **others,
+                name: {k: figures[k] for k in ("fixed_tax_tokens", "instructions_tokens")}
+                for name, figures in counts["mcp"].items()
             },
+            counts=counts,
             prompts_count=result.prompts_count,
             resources_count=result.resources_count,
         )
@@ -236,6 +248,7 @@ def record_snapshot(
                 description_tokens=t.description_tokens,
                 schema_tokens=t.schema_tokens,
                 sha256=hashlib.sha256(tokens.canonical(tokens.visible_tool(raw)).encode()).hexdigest(),
+                counts=tool_counts[i],
             )
             for i, (t, raw) in enumerate(zip(report.tools, result.tools, strict=True))
         )
@@ -251,6 +264,11 @@ def record_snapshot(
         snapshot.findings = [f.to_dict() for f in found]
         Snapshot.objects.filter(pk=snapshot.pk).update(findings=snapshot.findings)
     return snapshot, True
+
+
+def tracked_encodings(server: McpServer) -> list[str]:
+    """The team's tracked encodings that load here, main one first; the default when none does."""
+    return tokens.available_encodings(server.team.tracked_encodings()) or [tokens.DEFAULT_ENCODING]
 
 
 def _describe(exc: BaseException) -> str:

@@ -19,6 +19,7 @@ from django.utils import timezone
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
 from dashboard.servers.pending import poll_in_flight
 from dashboard.teams.models import Team
+from mcptax.profiles import PROFILES
 
 SPARKLINE_POINTS = 30
 CONTEXT_WINDOWS = [32_000, 128_000, 200_000, 400_000, 1_000_000]
@@ -257,9 +258,21 @@ class StackRow:
     members: list[McpServer]
     total_tokens: int
     unpolled: list[McpServer]
+    # {profile: summed tokens} in the page's encoding; a profile some member lacks is left out.
+    by_profile: dict[str, int] = field(default_factory=dict)
 
 
-def stacks_with_totals(team: Team) -> list[StackRow]:
+def _profile_totals(members: list[McpServer], encoding: str) -> dict[str, int]:
+    snapshots = [m.current_snapshot for m in members if m.current_snapshot]
+    totals: dict[str, int] = {}
+    for profile in PROFILES:
+        figures = [s.figure(encoding, profile) for s in snapshots]
+        if snapshots and all(f is not None for f in figures):
+            totals[profile] = sum(f for f in figures if f is not None)
+    return totals
+
+
+def stacks_with_totals(team: Team, encoding: str | None = None) -> list[StackRow]:
     """Stacks with their members' current fixed tax summed (members prefetched, two queries)."""
     members_qs = McpServer.objects.select_related("current_snapshot").defer(
         "current_snapshot__instructions", "current_snapshot__findings"
@@ -271,7 +284,10 @@ def stacks_with_totals(team: Team) -> list[StackRow]:
     for stack in stacks:
         members = list(stack.servers.all())
         total = sum(m.current_snapshot.fixed_tax_tokens for m in members if m.current_snapshot)
-        rows.append(StackRow(stack, members, total, [m for m in members if m.current_snapshot is None]))
+        by_profile = _profile_totals(members, encoding or team.main_encoding)
+        rows.append(
+            StackRow(stack, members, total, [m for m in members if m.current_snapshot is None], by_profile)
+        )
     return rows
 
 

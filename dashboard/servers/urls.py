@@ -19,5 +19,6 @@ team_urls: list[URLPattern | URLResolver] = [
 ]
 
 urlpatterns = [
+    path("methodology/", views.methodology, name="methodology"),
     path("t/<slug:team_slug>/", include(team_urls)),
 ]

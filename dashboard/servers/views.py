@@ -24,6 +24,7 @@ from dashboard.servers import charts, selectors
 from dashboard.servers import diff as diff_mod
 from dashboard.servers.config_import import ConfigError, Importer, StackImport, import_config_text
 from dashboard.servers.forms import ImportConfigForm, ServerForm
+from dashboard.servers.methodology import profile_table
 from dashboard.servers.models import McpServer
 from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
 from dashboard.servers.selectors import HistoryPoint
@@ -31,6 +32,7 @@ from dashboard.servers.tasks import poll_server_task
 from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.access import Action, allowed, get_team_for_user, require, role_in
 from dashboard.teams.models import Team
+from mcptax.tokens import OFFLINE_ENCODINGS as offline_encodings
 
 
 def _get_server_for_user(
@@ -140,10 +142,15 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     if target not in SERVER_REGIONS:
         target = None
 
+    encodings = snapshot.encodings if snapshot else [team.main_encoding]
+    encoding = request.GET.get("encoding") or encodings[0]
+    encoding = encoding if encoding in encodings else encodings[0]
     ctx: dict[str, Any] = {
         "team": team,
         "server": server,
         "snapshot": snapshot,
+        "encoding": encoding,
+        "encodings": encodings,
         "point": by_pk.get(selected_pk),
         "is_current": snapshot is not None and snapshot.pk == server.current_snapshot_id,
         "compare": compare,
@@ -162,6 +169,11 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
             snapshot_url=lambda p: _snapshot_url(team, server, p),
         )
         ctx["alerts"] = alerts
+    if target is None and snapshot is not None:
+        ctx["shown_tax"] = snapshot.figure(encoding)
+        ctx["shown_instructions"] = snapshot.figure(encoding, key="instructions_tokens")
+        ctx["profile_rows"] = profile_table(snapshot.counts or {})
+        ctx["provider_count"] = snapshot.provider_counts.first()
     if target in (None, "tools-region") and snapshot is not None:
         ctx["tool_columns"] = TOOL_COLUMNS
         ctx["tools"], ctx["removed_tools"], ctx["tool_sort"] = selectors.tool_rows(
@@ -400,10 +412,23 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         else:
             _report_import(request, imported)
             return redirect("stacks", team_slug=team.slug)
+    encoding = request.GET.get("encoding") or team.main_encoding
+    encoding = encoding if encoding in team.tracked_encodings() else team.main_encoding
     ctx = {
         "team": team,
-        "stacks": selectors.stacks_with_totals(team),
+        "encoding": encoding,
+        "encodings": team.tracked_encodings(),
+        "stacks": selectors.stacks_with_totals(team, encoding),
         "form": form,
         "window": team.context_window,
     }
     return render(request, "servers/stacks.html", ctx)
+
+
+@login_required
+def methodology(request: HtmxHttpRequest) -> HttpResponse:
+    """How every figure is counted, with a worked example on a real server (dashboard.servers.methodology)."""
+    from dashboard.servers.methodology import worked_example
+
+    ctx = {"example": worked_example(), "encodings": offline_encodings}
+    return render(request, "servers/methodology.html", ctx)

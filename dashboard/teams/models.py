@@ -14,6 +14,7 @@ from django.db import models
 from django.utils import timezone
 from django.utils.text import slugify
 
+from dashboard.crypto import EncryptedJSONField
 from dashboard.teams import permissions
 from dashboard.teams.validators import NameField
 
@@ -31,6 +32,16 @@ class Team(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     context_window = models.PositiveIntegerField(
         default=200_000, help_text="Context window (tokens) the fixed tax is compared against."
+    )
+    token_encodings = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Encodings the team's snapshots are counted in, main one first; empty: TOKEN_ENCODINGS.",
+    )
+    # Provider-exact counts (optional): {"anthropic": "<API key>"}, encrypted like server secrets.
+    provider_keys = EncryptedJSONField(blank=True, default=dict)
+    anthropic_model = models.CharField(
+        max_length=100, blank=True, default="claude-sonnet-4-5", help_text="Model the provider counts for."
     )
     created = models.DateTimeField(default=timezone.now)
 
@@ -53,6 +64,15 @@ class Team(models.Model):
         while Team.objects.filter(slug=slug).exclude(pk=self.pk).exists():
             slug, n = f"{base}-{n}", n + 1
         return slug
+
+    def tracked_encodings(self) -> list[str]:
+        """The encodings this team tracks, main one first (the team's choice, else the setting)."""
+        chosen = [str(e) for e in (self.token_encodings or []) if e]
+        return chosen or list(settings.TOKEN_ENCODINGS) or ["cl100k_base"]
+
+    @property
+    def main_encoding(self) -> str:
+        return self.tracked_encodings()[0]
 
     def role_of(self, user: User | AnonymousUser) -> str | None:
         if isinstance(user, AnonymousUser):

