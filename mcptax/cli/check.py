@@ -49,7 +49,7 @@ def _detail(response: Any) -> str:
     try:
         payload = response.json()
     except ValueError:
-        return response.text[:300] or response.reason_phrase
+        return str(response.text[:300] or response.reason_phrase)
     detail = payload.get("detail") if isinstance(payload, dict) else None
     if isinstance(detail, list):  # ninja's 422: one entry per invalid field
         return "; ".join(f"{'.'.join(map(str, d.get('loc', [])))}: {d.get('msg', '')}" for d in detail)
