@@ -19,17 +19,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from django.conf import settings
-from mcp import Client, StdioServerParameters
-from mcp_types import Implementation, RequestParamsMeta
 
 from dashboard.teams.models import Team
 from ingest.capture.models import IngestJob
 from ingest.capture.pipeline import ingest_path
 from ingest.fidelity.references import register_upload
+
+if TYPE_CHECKING:  # the MCP SDK is imported when the demo runs, not with the app
+    from mcp import StdioServerParameters
+    from mcp_types import Implementation
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +77,8 @@ def _scripts(doc: str, csv: str, round_no: int = 0) -> list[tuple[Implementation
     cut = doc[: len(doc) * 3 // 5]
     edited = doc.replace("Step 17", "Step seventeen", 1)
     improved = round_no >= 2
+    from mcp_types import Implementation
+
     claude = Implementation(name="claude-code", version="2.0.15" if improved else "2.0.14")
     codex = Implementation(name="codex-mcp-client", title="Codex", version="0.46.0")
     gemini = Implementation(name="gemini-cli-mcp-client", version="0.9.0")
@@ -130,6 +134,8 @@ def _scripts(doc: str, csv: str, round_no: int = 0) -> list[tuple[Implementation
 def _through_proxy(label: str, log: Path, root: Path) -> StdioServerParameters:
     server = [sys.executable, "-m", MODULES[label], "--transport", "stdio", "--root", str(root)]
     proxy = [sys.executable, "-m", "mcptax.proxy", "--server-label", label, "--log", str(log), "--"]
+    from mcp import StdioServerParameters
+
     return StdioServerParameters(
         command=proxy[0],
         args=[*proxy[1:], *server],
@@ -139,6 +145,9 @@ def _through_proxy(label: str, log: Path, root: Path) -> StdioServerParameters:
 
 
 async def _drive(log: Path, root: Path, doc: str, csv: str, round_no: int = 0) -> int:
+    from mcp import Client
+    from mcp_types import RequestParamsMeta
+
     made = 0
     for client_info, label, pastes in _scripts(doc, csv, round_no):
         with anyio.fail_after(120):

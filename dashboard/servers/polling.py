@@ -33,7 +33,7 @@ from dashboard.servers.models import (
 from dashboard.servers.signals import snapshot_recorded
 from mcptax import findings as findings_mod
 from mcptax import profiles, tokens
-from mcptax.client import FetchResult, PollError, ServerTarget, fetch_tools_sync
+from mcptax.client import FetchResult, PollError, ServerTarget
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,8 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
     run: PollRun | None = None
     try:
         try:
+            from mcptax.client.fetch import fetch_tools_sync  # the MCP SDK, only when polling
+
             result = fetch_tools_sync(
                 target_for(server),
                 connect_timeout=settings.POLL_CONNECT_TIMEOUT,

@@ -13,9 +13,14 @@ Two things are added around it, both through the SDK's public ``Transport`` seam
 
 Failures are mapped to one poll outcome (:mod:`.errors`); :mod:`.fetch` is the entry point.
 This package must not import Django.
+
+The SDK is imported on first use of a name from :mod:`.fetch` (about 0.7 s of start-up): the
+target, result and error types below need none of it, so a process that only names them (the
+dashboard's web pages, ``mcp-tax tokens``) never pays for it.
 """
 
-from mcptax.client.fetch import ENVELOPE_SLACK_BYTES, MAX_PAGES, fetch_tools, fetch_tools_sync
+from typing import TYPE_CHECKING, Any
+
 from mcptax.client.target import (
     OUTCOMES,
     FetchResult,
@@ -25,6 +30,20 @@ from mcptax.client.target import (
     TransportKind,
     canonical_bytes,
 )
+
+if TYPE_CHECKING:
+    from mcptax.client.fetch import ENVELOPE_SLACK_BYTES, MAX_PAGES, fetch_tools, fetch_tools_sync
+
+_FROM_FETCH = ("ENVELOPE_SLACK_BYTES", "MAX_PAGES", "fetch_tools", "fetch_tools_sync")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_FETCH:
+        from mcptax.client import fetch
+
+        return getattr(fetch, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ENVELOPE_SLACK_BYTES",

@@ -4,6 +4,8 @@ address, the operator's allowed networks, resolve once); :mod:`.transport` gives
 that connect only to the addresses the policy checked. This package must not import Django.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from mcptax.outbound.policy import (
     SETTING,
     OutboundPolicy,
@@ -13,7 +15,19 @@ from mcptax.outbound.policy import (
     parse_networks,
     system_resolver,
 )
-from mcptax.outbound.transport import AsyncPinnedTransport, PinnedTransport
+
+if TYPE_CHECKING:
+    from mcptax.outbound.transport import AsyncPinnedTransport, PinnedTransport
+
+
+def __getattr__(name: str) -> Any:
+    # The transports need httpx; the settings, which only parse networks, do not.
+    if name in ("AsyncPinnedTransport", "PinnedTransport"):
+        from mcptax.outbound import transport
+
+        return getattr(transport, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "SETTING",

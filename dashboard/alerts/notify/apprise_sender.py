@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import logging
 import re
-
-import apprise
+from typing import TYPE_CHECKING
 
 from dashboard import outbound
 from dashboard.alerts.notify.base import Message, Sender, SendError, SendResult
 from mcptax.outbound import OutboundRefused
 
+if TYPE_CHECKING:
+    import apprise
+
 log = logging.getLogger(__name__)
+
+
+def _apprise() -> apprise.Apprise:
+    """A new Apprise instance; the library (a few hundred plugins) is imported on first use only."""
+    import apprise
+
+    return apprise.Apprise()
+
 
 # Apprise's failure lines end in "error=<status>." when a service answered; the rest of the line
 # may carry the service's own words, which stay in the log.
@@ -36,6 +46,8 @@ class _Capture(logging.Handler):
 
 def target_host(url: str) -> tuple[str, int] | None:
     """The host and port Apprise parsed from ``url`` (None when it names none or is not understood)."""
+    import apprise
+
     plugin = apprise.Apprise.instantiate(url)
     host = str(getattr(plugin, "host", "") or "").strip("[]") if plugin else ""
     if not host:
@@ -60,7 +72,7 @@ def policy_problem(url: str) -> str | None:
 
 def validate_url(url: str) -> str | None:
     """None when Apprise accepts the URL and its host is allowed, else why not (for the channel form)."""
-    if not apprise.Apprise().add(url):
+    if not _apprise().add(url):
         return "Apprise does not recognise this URL"
     return policy_problem(url)
 
@@ -70,7 +82,7 @@ class AppriseSender(Sender):
 
     def send(self, message: Message) -> SendResult:
         url = self.config.get("url", "")
-        notifier = apprise.Apprise()
+        notifier = _apprise()
         if not notifier.add(url):
             raise SendError("Apprise does not recognise this URL", permanent=True)
         problem = policy_problem(url)

@@ -1,0 +1,186 @@
+"""`mcp-tax` (and `python -m mcptax`): argument parsing and dispatch; each subcommand's module is
+imported only when that subcommand runs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+EXIT_CODES = """exit status of measure:
+  0  every server was measured and every budget holds
+  1  a config's total is over --budget, or a server is over --budget-server
+  2  a server could not be measured (it failed, timed out, or needs a placeholder that is not
+     set), a config could not be read, or the arguments are wrong; 2 wins over 1
+exit status of check: 0 pass or warn, 1 fail, 2 nothing judged (HTTP error, analysis failed)
+exit status of tokens: 0 counted, 1 the file could not be read or counted"""
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mcp-tax",
+        description="Measure what MCP servers cost every request (the fixed tax), offline and exactly.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    measure = commands.add_parser(
+        "measure",
+        help="start every server of client configs at once and count their tools",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    measure.add_argument(
+        "configs", nargs="*", metavar="CONFIG", help="client config files (any shape import_servers reads)"
+    )
+    measure.add_argument(
+        "--stdio", action="append", default=[], metavar="CMD", help="a stdio server command line"
+    )
+    measure.add_argument(
+        "--url", action="append", default=[], metavar="URL", help="a Streamable HTTP server URL"
+    )
+    measure.add_argument(
+        "--sse", action="store_true", help="--url servers speak the older HTTP+SSE transport"
+    )
+    measure.add_argument(
+        "--discover", action="store_true", help="also read the configs of the clients installed here"
+    )
+    measure.add_argument(
+        "--timeout", type=_positive_float, default=30.0, metavar="S", help="per server (default 30)"
+    )
+    measure.add_argument("--encoding", default="cl100k_base")
+    output = measure.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print JSON")
+    output.add_argument("--markdown", action="store_true", help="print Markdown for a PR comment")
+    measure.add_argument(
+        "--budget", type=_positive_int, metavar="N", help="most fixed-tax tokens a config may total"
+    )
+    measure.add_argument(
+        "--budget-server", type=_positive_int, metavar="N", help="most fixed-tax tokens per server"
+    )
+    measure.add_argument(
+        "--context-window",
+        type=_positive_int,
+        default=200_000,
+        metavar="N",
+        help="for the share column (default 200000)",
+    )
+
+    check = commands.add_parser(
+        "check", help="judge a tools/list with the dashboard's CI gate (POST /api/v1/check)"
+    )
+    check.add_argument(
+        "file",
+        help="tools/list result, bare array, {initialize, tools}, or a whole gate request; - for stdin",
+    )
+    check.add_argument("--server", required=True, help="name of the server registered in the token's team")
+    check.add_argument(
+        "--url", default=os.environ.get("MCP_TAX_URL"), help="the dashboard's URL (or $MCP_TAX_URL)"
+    )
+    check.add_argument(
+        "--token", default=os.environ.get("MCP_TAX_TOKEN"), help="a team API token (or $MCP_TAX_TOKEN)"
+    )
+    check.add_argument("--candidate-version", help="the candidate's serverInfo.version")
+    check.add_argument("--git-ref", help="branch, tag or commit, shown in the report")
+    check.add_argument("--json", action="store_true", help="print the gate's whole answer as JSON")
+
+    tokens = commands.add_parser("tokens", help="count a saved tools/list file (as manage.py tokens)")
+    tokens.add_argument("file", help="tools/list result, bare array of tools, or {initialize, tools}")
+    tokens.add_argument("--encoding", default="cl100k_base")
+    tokens.add_argument("--json", action="store_true", help="print the report as JSON")
+    return parser
+
+
+def _tokens(args: argparse.Namespace) -> int:
+    from mcptax.cli.tokens_file import TokensFileError, render_json, render_text, report_for_file
+
+    try:
+        report = report_for_file(args.file, args.encoding)
+    except TokensFileError as exc:
+        print(f"mcp-tax tokens: {exc}", file=sys.stderr)
+        return 1
+    print(render_json(report) if args.json else "\n".join(render_text(report)))
+    return 0
+
+
+def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from mcptax.cli import measure, render
+    from mcptax.tokens import EncodingUnavailable, get_encoding
+
+    try:
+        get_encoding(args.encoding)
+    except EncodingUnavailable as exc:
+        print(f"mcp-tax measure: {exc}", file=sys.stderr)
+        return 2
+    stacks: list[measure.StackRow] = []
+    if args.discover:
+        from mcptax.cli.discover import discover
+
+        found = discover()
+        names = ", ".join(f"{f.client} {f.scope} ({f.path})" for f in found) or "none"
+        print(f"discovered: {names}", file=sys.stderr)
+        for entry in found:
+            stacks += measure.stacks_from_file(entry.path, f"{entry.client}, {entry.scope}", skip_empty=True)
+    for config in args.configs:
+        stacks += measure.stacks_from_file(Path(config))
+    if args.stdio or args.url:
+        stacks.append(measure.stack_from_command_line(args.stdio, args.url, "sse" if args.sse else "http"))
+    if not stacks:
+        if args.discover:
+            print("mcp-tax measure: no client config with MCP servers was found here", file=sys.stderr)
+            return 2
+        parser.error("measure needs a CONFIG, --stdio, --url or --discover")
+    measure.measure(stacks, timeout=args.timeout, max_bytes=measure.DEFAULT_MAX_BYTES, encoding=args.encoding)
+    code = measure.judge(stacks, args.budget, args.budget_server)
+    settings = render.Settings(args.encoding, args.context_window, args.budget, args.budget_server)
+    if args.json:
+        print(render.to_json(stacks, settings, code))
+    elif args.markdown:
+        print(render.markdown(stacks, settings))
+    else:
+        print(render.table(stacks, settings))
+    return code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "tokens":
+        return _tokens(args)
+    if args.command == "measure":
+        return _measure(args, parser)
+    if not args.url or not args.token:
+        parser.error("check needs --url and --token (or $MCP_TAX_URL and $MCP_TAX_TOKEN)")
+    from mcptax.cli import check
+
+    return check.run(
+        args.file,
+        server=args.server,
+        url=args.url,
+        token=args.token,
+        version=args.candidate_version,
+        git_ref=args.git_ref,
+        as_json=args.json,
+    )
+
+
+def run() -> None:
+    """The console script's entry point."""
+    raise SystemExit(main())

@@ -1,0 +1,239 @@
+"""`mcp-tax measure`: the fixed tax of every server of one or more client configs, measured live.
+
+Every server of every config starts at once (one task each, all under one event loop), each
+bounded by its own timeout; the same server listed in several configs is measured once. Figures
+are the product's own (:func:`mcptax.tokens.account`: all `tools/list` pages, `encode_ordinary`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcptax import tokens
+from mcptax.cli.placeholders import Unresolved, environment, resolve_all
+from mcptax.client.target import PollError, ServerTarget
+from mcptax.clientconfig import ConfigError, ServerSpec, parse_config_text
+
+OK, FAILED, NOT_MEASURABLE, DISABLED = "ok", "failed", "not_measurable", "disabled"
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_CONTEXT_WINDOW = 200_000
+# Folders a client keeps a project's config in: the project is the folder that holds them.
+_CONFIG_DIRS = {".vscode", ".cursor", ".gemini", ".kiro", ".roo", ".codex", ".zed", "settings"}
+
+
+@dataclass
+class ServerRow:
+    name: str
+    transport: str
+    status: str = OK
+    reason: str = ""
+    outcome: str | None = None
+    tools: int = 0
+    fixed_tax_tokens: int = 0
+    instructions_tokens: int = 0
+    server_name: str | None = None
+    server_version: str | None = None
+    pages: int = 0
+    elapsed_seconds: float = 0.0
+    over_budget: bool = False
+    target: ServerTarget | None = field(default=None, repr=False)
+
+
+@dataclass
+class StackRow:
+    """One stack: the servers one agent loads (a config file, or one project scope of it)."""
+
+    source: str
+    client: str | None
+    name: str
+    servers: list[ServerRow] = field(default_factory=list)
+    error: str | None = None
+    over_budget: bool = False
+
+    def measured(self) -> list[ServerRow]:
+        return [s for s in self.servers if s.status == OK]
+
+    def fixed_tax_tokens(self) -> int:
+        return sum(s.fixed_tax_tokens for s in self.measured())
+
+    def instructions_tokens(self) -> int:
+        return sum(s.instructions_tokens for s in self.measured())
+
+    def tools(self) -> int:
+        return sum(s.tools for s in self.measured())
+
+    def unmeasured(self) -> list[ServerRow]:
+        return [s for s in self.servers if s.status in (FAILED, NOT_MEASURABLE)]
+
+
+def project_dir(path: Path) -> Path:
+    """The project a config file belongs to (`.vscode/mcp.json` belongs to the folder above)."""
+    folder = path.parent
+    while folder.name in _CONFIG_DIRS and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+def target_for(spec: ServerSpec, env: dict[str, str], workspace: Path | None) -> ServerTarget:
+    """The server as its client would start it here; Unresolved when a placeholder cannot be filled.
+
+    A stdio server gets this process's environment with the config's `env` over it, as Claude Code
+    and the editors start them; a relative `cwd` is taken from the project folder.
+    """
+    if spec.transport == "stdio":
+        server_env = resolve_all(spec.env, env, workspace)
+        cwd = resolve_all(spec.cwd, env, workspace) if spec.cwd else None
+        if cwd and workspace is not None and not Path(cwd).is_absolute():
+            cwd = str(workspace / cwd)
+        return ServerTarget(
+            "stdio",
+            command=resolve_all(spec.command, env, workspace),
+            args=resolve_all(spec.args, env, workspace),
+            env={**env, **server_env},
+            cwd=cwd,
+        )
+    return ServerTarget(
+        "http" if spec.transport == "http" else "sse",
+        url=resolve_all(spec.url, env, workspace),
+        headers=resolve_all(spec.headers, env, workspace),
+    )
+
+
+def _rows(specs: list[ServerSpec], env: dict[str, str], workspace: Path | None) -> list[ServerRow]:
+    rows = []
+    for spec in specs:
+        row = ServerRow(spec.name, spec.transport)
+        if spec.disabled:
+            row.status, row.reason = DISABLED, "disabled in the config; not started"
+        else:
+            try:
+                row.target = target_for(spec, env, workspace)
+            except Unresolved as exc:
+                row.status, row.reason = NOT_MEASURABLE, str(exc)
+        rows.append(row)
+    return rows
+
+
+def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool = False) -> list[StackRow]:
+    """The stacks of a config file; an unreadable file is one stack carrying the error."""
+    source = str(path)
+    try:
+        parsed = parse_config_text(path.read_text(encoding="utf-8"), source)
+    except (OSError, UnicodeDecodeError) as exc:
+        return [StackRow(source, client, source, error=f"cannot read {source}: {exc}")]
+    except ConfigError as exc:
+        if skip_empty:
+            return []
+        return [StackRow(source, client, source, error=f"{source}: {exc}")]
+    env = environment()
+    stacks = []
+    for stack in parsed:
+        if skip_empty and not stack.servers:
+            continue
+        workspace = Path(stack.scope) if stack.scope else project_dir(path.resolve())
+        name = f"project {stack.scope}" if stack.scope else source
+        stacks.append(StackRow(source, client, name, _rows(stack.servers, env, workspace)))
+    return stacks
+
+
+def stack_from_command_line(stdio: list[str], urls: list[str], url_transport: str) -> StackRow:
+    """`--stdio CMD` and `--url URL` servers, as one stack named "command line"."""
+    stack = StackRow("command line", None, "command line")
+    for command in stdio:
+        argv = shlex.split(command)
+        if not argv:
+            stack.error = "--stdio needs a command"
+            continue
+        row = ServerRow(Path(argv[0]).name, "stdio")
+        row.target = ServerTarget("stdio", command=argv[0], args=argv[1:], env=environment())
+        stack.servers.append(row)
+    for url in urls:
+        row = ServerRow(url, url_transport)
+        row.target = ServerTarget("http" if url_transport == "http" else "sse", url=url)
+        stack.servers.append(row)
+    return stack
+
+
+def _key(target: ServerTarget) -> str:
+    return tokens.canonical(
+        [target.transport, target.command, target.args, target.env, target.cwd, target.url, target.headers]
+    )
+
+
+async def _fetch_one(target: ServerTarget, timeout: float, max_bytes: int) -> Any:
+    from mcptax.client.fetch import fetch_tools  # the MCP SDK: only a measurement needs it
+    from mcptax.outbound import OutboundPolicy
+
+    # The developer's own machine and configs: local and private addresses are theirs to reach.
+    anywhere = OutboundPolicy.from_entries(["0.0.0.0/0", "::/0"])
+    try:
+        return await fetch_tools(
+            target,
+            connect_timeout=timeout,
+            total_timeout=timeout,
+            max_bytes=max_bytes,
+            include_prompts_resources=False,
+            outbound=anywhere,
+        )
+    except PollError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - one server's failure must not lose the others
+        return PollError("internal_error", f"{type(exc).__name__}: {exc}")
+
+
+def measure(stacks: list[StackRow], *, timeout: float, max_bytes: int, encoding: str) -> None:
+    """Fill every stack's rows in place, all servers concurrently."""
+    import anyio
+
+    targets: dict[str, ServerTarget] = {}
+    for stack in stacks:
+        for row in stack.servers:
+            if row.target is not None:
+                targets.setdefault(_key(row.target), row.target)
+    results: dict[str, Any] = {}
+
+    async def run_one(key: str, target: ServerTarget) -> None:
+        results[key] = await _fetch_one(target, timeout, max_bytes)
+
+    async def run_all() -> None:
+        async with anyio.create_task_group() as group:
+            for key, target in targets.items():
+                group.start_soon(run_one, key, target)
+
+    if targets:
+        anyio.run(run_all)
+    for stack in stacks:
+        for row in stack.servers:
+            if row.target is not None:
+                _fill(row, results[_key(row.target)], encoding)
+
+
+def _fill(row: ServerRow, result: Any, encoding: str) -> None:
+    if isinstance(result, PollError):
+        row.status, row.outcome, row.reason = FAILED, result.outcome, result.message
+        return
+    report = tokens.account(result.tools, result.instructions, encoding=encoding)
+    row.tools = report.tool_count
+    row.fixed_tax_tokens = report.fixed_tax_tokens
+    row.instructions_tokens = report.instructions_tokens
+    row.server_name, row.server_version = result.server_name, result.server_version
+    row.pages, row.elapsed_seconds = result.pages, result.elapsed_seconds
+
+
+def judge(stacks: list[StackRow], budget: int | None, budget_server: int | None) -> int:
+    """Mark what is over budget; the exit code: 2 if anything could not be measured, else 1 if
+    anything is over budget, else 0."""
+    over = False
+    unmeasured = False
+    for stack in stacks:
+        unmeasured |= stack.error is not None or bool(stack.unmeasured())
+        if budget is not None and stack.fixed_tax_tokens() > budget:
+            stack.over_budget = over = True
+        for row in stack.measured():
+            if budget_server is not None and row.fixed_tax_tokens > budget_server:
+                row.over_budget = over = True
+    return 2 if unmeasured else 1 if over else 0

@@ -1,0 +1,153 @@
+"""`mcp-tax measure` against real servers: the example servers over stdio and Streamable HTTP, a
+broken one, a missing placeholder, budgets and the three outputs. Expected figures are tiktoken's
+count of the tools the MCP client fetched (support.oracle_tax), never the command's own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from examples.servers.launch import serve_http
+from tests.mcptax.cli.support import (
+    fetched,
+    mcp_tax,
+    oracle_instructions,
+    oracle_tax,
+    server_entry,
+    write_config,
+)
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def two_good_two_bad(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cfg")
+    return write_config(
+        root / "mcp.json",
+        {
+            "lean": server_entry("lean"),
+            "sprawl": server_entry("sprawling"),
+            "broken": {"command": str(root / "no-such-server")},
+            "secret": {**server_entry("lean"), "env": {"API_KEY": "${MCP_TAX_TEST_UNSET_KEY}"}},
+            "off": {"command": "never-started", "disabled": True},
+        },
+    )
+
+
+def _servers(document):
+    (stack,) = document["stacks"]
+    return stack, {s["name"]: s for s in stack["servers"]}
+
+
+def test_every_server_is_measured_and_a_broken_one_exits_2_without_losing_the_others(two_good_two_bad):
+    run = mcp_tax("measure", str(two_good_two_bad), "--json")
+    assert run.returncode == 2, run.stderr
+    stack, servers = _servers(json.loads(run.stdout))
+    assert servers["lean"]["status"] == servers["sprawl"]["status"] == "ok"
+    assert servers["lean"]["fixed_tax_tokens"] == oracle_tax("lean")
+    assert servers["sprawl"]["fixed_tax_tokens"] == oracle_tax("sprawling")
+    assert servers["sprawl"]["instructions_tokens"] == oracle_instructions("sprawling")
+    assert servers["sprawl"]["tools"] == len(fetched("sprawling").tools)
+    assert servers["broken"]["status"] == "failed" and servers["broken"]["outcome"] == "connect_error"
+    assert "no-such-server" in servers["broken"]["reason"]
+    assert servers["secret"]["status"] == "not_measurable"
+    assert "MCP_TAX_TEST_UNSET_KEY is not set" in servers["secret"]["reason"]
+    assert servers["off"]["status"] == "disabled"
+    assert stack["total"]["fixed_tax_tokens"] == oracle_tax("lean") + oracle_tax("sprawling")
+    assert stack["total"]["measured"] == 2 and stack["total"]["servers"] == 5
+
+
+def test_the_table_prints_each_server_the_total_and_why_the_others_were_not_measured(two_good_two_bad):
+    run = mcp_tax("measure", str(two_good_two_bad), "--context-window", "100000")
+    assert run.returncode == 2
+    lines = run.stdout.splitlines()
+    sprawl = next(line for line in lines if line.strip().startswith("sprawl "))
+    tax = oracle_tax("sprawling")
+    share = 100 * (tax + oracle_instructions("sprawling")) / 100_000
+    assert f"{tax:,}" in sprawl and f"{share:.2f}%" in sprawl
+    total = next(line for line in lines if line.strip().startswith("total"))
+    assert "2 of 4 measured" in total and f"{oracle_tax('lean') + tax:,}" in total
+    assert any("MCP_TAX_TEST_UNSET_KEY is not set" in line for line in lines)
+
+
+def test_a_placeholder_set_in_the_environment_is_resolved_for_the_measurement(tmp_path):
+    config = write_config(
+        tmp_path / "mcp.json",
+        {"lean": {**server_entry("lean"), "args": [*server_entry("lean")["args"], "--root", "${LEAN_ROOT}"]}},
+    )
+    run = mcp_tax("measure", str(config), "--json", env={"LEAN_ROOT": str(tmp_path)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    _, servers = _servers(json.loads(run.stdout))
+    assert servers["lean"]["fixed_tax_tokens"] == oracle_tax("lean")
+
+
+def test_budgets_exit_0_within_and_1_over(tmp_path):
+    config = write_config(
+        tmp_path / "mcp.json", {"lean": server_entry("lean"), "sprawl": server_entry("sprawling")}
+    )
+    total = oracle_tax("lean") + oracle_tax("sprawling")
+    assert mcp_tax("measure", str(config), "--budget", str(total)).returncode == 0
+
+    over = mcp_tax("measure", str(config), "--budget", str(total - 1), "--json")
+    assert over.returncode == 1
+    stack, _ = _servers(json.loads(over.stdout))
+    assert stack["over_budget"] is True
+
+    per_server = mcp_tax(
+        "measure", str(config), "--budget-server", str(oracle_tax("sprawling") - 1), "--json"
+    )
+    assert per_server.returncode == 1
+    _, servers = _servers(json.loads(per_server.stdout))
+    assert servers["sprawl"]["over_budget"] is True and servers["lean"]["over_budget"] is False
+    assert mcp_tax("measure", str(config), "--budget-server", str(oracle_tax("sprawling"))).returncode == 0
+
+
+def test_a_streamable_http_server_is_measured_over_every_tools_list_page(tmp_path):
+    with serve_http("sprawling", "--page-size", "4", "--root", str(tmp_path)) as url:
+        run = mcp_tax("measure", "--url", url, "--json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    _, servers = _servers(json.loads(run.stdout))
+    (server,) = servers.values()
+    assert server["transport"] == "http"
+    assert server["pages"] == 4  # 15 tools, 4 a page
+    assert server["fixed_tax_tokens"] == oracle_tax("sprawling")
+
+
+def test_stdio_on_the_command_line_and_a_config_are_measured_side_by_side(tmp_path):
+    config = write_config(tmp_path / "mcp.json", {"lean": server_entry("lean")})
+    entry = server_entry("sprawling")
+    command = " ".join([entry["command"], *entry["args"]])
+    run = mcp_tax("measure", str(config), "--stdio", command, "--json")
+    assert run.returncode == 0, run.stderr
+    stacks = json.loads(run.stdout)["stacks"]
+    assert [s["name"] for s in stacks] == [str(config), "command line"]
+    assert stacks[1]["total"]["fixed_tax_tokens"] == oracle_tax("sprawling")
+
+
+def test_markdown_is_one_pr_comment_with_a_marker_and_a_row_per_server(two_good_two_bad):
+    run = mcp_tax("measure", str(two_good_two_bad), "--markdown", "--budget", "100000")
+    assert run.returncode == 2
+    lines = run.stdout.splitlines()
+    assert lines[0] == "<!-- mcp-tax-measure -->"
+    lean = next(line for line in lines if line.startswith("| `lean`"))
+    assert f"| {oracle_tax('lean'):,} |" in lean
+    assert any(line.startswith("| `broken` |") and "failed (connect_error)" in line for line in lines)
+    assert any(line.startswith("- `secret`:") for line in lines)
+    assert "budget 100,000 tokens per config" in run.stdout
+
+
+def test_an_unreadable_config_is_reported_and_exits_2(tmp_path):
+    bad = tmp_path / "mcp.json"
+    bad.write_text('{"servers": 3}')
+    run = mcp_tax("measure", str(bad), str(tmp_path / "missing.json"))
+    assert run.returncode == 2
+    assert "no MCP server list found" in run.stdout
+    assert "missing.json" in run.stdout and "No such file" in run.stdout
+
+
+def test_measure_without_any_input_is_a_usage_error():
+    run = mcp_tax("measure")
+    assert run.returncode == 2
+    assert "measure needs a CONFIG" in run.stderr
