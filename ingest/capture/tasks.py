@@ -19,11 +19,15 @@ def run_ingest_job(job_id: int) -> str:
     A transient failure leaves the job ``retrying``: it is sent again for its ``retry_at`` (and
     the beat's resume_stalled_jobs picks it up then should that message be lost).
     """
+    attempts_before = IngestJob.objects.filter(pk=job_id).values_list("attempts", flat=True).first()
     try:
         job = pipeline.run_job(job_id)
     except IngestJob.DoesNotExist:
         return "missing"
-    if job.status == IngestJob.Status.RETRYING and job.retry_at is not None:
+    # Only the run that failed sends the retry (an early duplicate delivery, refused, sends none),
+    # and never in eager mode, where nothing could hold the message until its time.
+    failed_now = job.attempts != attempts_before and job.status == IngestJob.Status.RETRYING
+    if failed_now and job.retry_at is not None and not run_ingest_job.app.conf.task_always_eager:
         run_ingest_job.apply_async((job_id,), eta=job.retry_at)
     return str(job.status)
 
