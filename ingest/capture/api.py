@@ -8,6 +8,7 @@ log, in the request by default so the caller gets the counts.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -33,6 +34,7 @@ from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
 router = Router(tags=["ingest"])
+logger = logging.getLogger(__name__)
 
 
 class TokenRequest(HttpRequest):
@@ -227,10 +229,12 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
     filename = params.filename.strip()[:200] or f"api {request.api_token.name}"
     try:
         stored = upload.store()
-    except OSError as exc:
+    except OSError:
+        logger.exception("ingest API: the body could not be saved into the ingest storage")
         return _error(
             503,
-            f"The body could not be kept ({exc}); nothing was stored. Send it again later.",
+            "The body could not be kept: the ingest storage is unavailable. Nothing was stored; "
+            "send it again later.",
             Retry_After=str(STORAGE_RETRY_AFTER),
         )
     try:

@@ -21,6 +21,7 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
+from boto3.exceptions import Boto3Error
 from botocore.exceptions import BotoCoreError, ClientError
 from django.conf import settings
 from django.core.files import File
@@ -133,7 +134,7 @@ def _call(action: Any) -> Any:
         if _status(exc) == 404:
             raise FileNotFoundError(f"not in the ingest storage ({describe()})") from None
         raise StorageUnavailable(f"the ingest storage answered {_status(exc)}: {exc}") from exc
-    except BotoCoreError as exc:
+    except (BotoCoreError, Boto3Error) as exc:  # Boto3Error: an upload refused part-way
         raise StorageUnavailable(f"cannot reach the ingest storage: {exc}") from exc
 
 

@@ -5,6 +5,7 @@ Every lookup is scoped to a team of the user (another team's job, line or folder
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 from urllib.parse import urlencode
@@ -30,6 +31,7 @@ from ingest.capture.storage import open_stored
 from ingest.capture.tasks import run_ingest_job, scan_watched_folders
 from ingest.capture.uploads import IngestUploadHandler, SpooledUpload
 
+logger = logging.getLogger(__name__)
 JOBS_PER_PAGE = 25
 LINES_PER_PAGE = 50
 CALLS_PER_PAGE = 25
@@ -110,8 +112,12 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
     spooled = form.cleaned_data["file"]
     try:
         stored = spooled.store()  # into the shared ingest storage, where any worker finds it
-    except OSError as exc:
-        form.add_error("file", f"The file could not be kept ({exc}); nothing was stored. Try again later.")
+    except OSError:
+        logger.exception("upload: the file could not be saved into the ingest storage")
+        form.add_error(
+            "file",
+            "The file could not be kept: the ingest storage is unavailable. Nothing was stored; try again later.",
+        )
         ctx = _home_context(request, team, form)
         return render_page(request, "capture/home.html", ctx, status=503)
     with transaction.atomic():

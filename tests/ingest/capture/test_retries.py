@@ -11,14 +11,17 @@ from datetime import timedelta
 
 import pytest
 from django.core.files.base import ContentFile
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from django.utils import timezone
 
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob, ToolCall
-from ingest.capture.storage import ingest_storage
+from ingest.capture.storage import ingest_storage, spool_dir
 from ingest.capture.uploads import store_upload, upload_dir
 from tests.conftest import make_envelope_log
+from tests.helpers import free_port
+from tests.ingest.capture.logs import API, bearer
 
 
 def _page(client, job: IngestJob) -> str:
@@ -101,3 +104,50 @@ def test_refused_input_fails_at_once_with_its_reason(team, settings):
     assert (failed.status, failed.attempts, failed.retry_at) == ("failed", 1, None)
     assert "decompressed beyond" in failed.error and "Gave up" not in failed.error
     assert not ToolCall.objects.filter(team=team).exists()
+
+
+@pytest.fixture
+def unreachable_storage(settings):
+    """The ingest storage is an S3 endpoint where nothing listens (the object store is down)."""
+    from botocore.config import Config
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "ingest": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": "down",
+                "endpoint_url": f"http://127.0.0.1:{free_port()}",
+                "access_key": "k",
+                "secret_key": "s",
+                "region_name": "us-east-1",
+                "addressing_style": "path",
+                "client_config": Config(retries={"max_attempts": 1}, connect_timeout=2),
+            },
+        },
+    }
+
+
+@pytest.mark.django_db
+def test_an_upload_or_body_the_storage_cannot_take_is_answered_503_and_leaves_nothing(
+    alice_client, client, team, team_token, unreachable_storage
+):
+    spooled_before = set(spool_dir().iterdir())
+    page = alice_client.post(
+        reverse("ingest_upload", args=[team.slug]),
+        {"file": SimpleUploadedFile("a.jsonl", make_envelope_log(2))},
+    )
+    assert page.status_code == 503 and "could not be kept" in page.content.decode()
+    api = client.post(API, make_envelope_log(2), content_type="application/x-ndjson", **bearer(team_token[1]))
+    assert api.status_code == 503 and api["Retry-After"] == "30"
+    assert "the ingest storage is unavailable" in api.json()["detail"]
+    assert not IngestJob.objects.exists() and set(spool_dir().iterdir()) == spooled_before
+
+
+@pytest.mark.django_db
+def test_a_job_whose_storage_is_down_is_retried(team, settings, unreachable_storage):
+    settings.INGEST_RETRY_MAX = 2
+    job = pipeline.create_job(team, source="api", filename="x", storage_name=f"{upload_dir(team)}/x.jsonl")
+    retrying = pipeline.run_job(job.pk)
+    assert (retrying.status, retrying.attempts) == ("retrying", 1)
+    assert "cannot reach the ingest storage" in retrying.error
