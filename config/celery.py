@@ -18,6 +18,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # The dispatcher's tick; settings.POLL_DISPATCH_EVERY repeats it for the dispatcher's look-ahead
 # (this module loads before Django's settings are configured, so it cannot read them here).
 DISPATCH_EVERY = 15.0
+# Watched folders are read on the disk of the worker that scans them: INGEST_WATCH_QUEUE names the
+# queue the scan goes to, so only the worker of the host holding the logs consumes it (for
+# example `-Q ingest,watch-logs1`). Read here, from the environment, for the same reason.
+WATCH_QUEUE = os.environ.get("INGEST_WATCH_QUEUE", "").strip() or "ingest"
+QUEUES = ["poll", "ingest", "notify", "celery"] + ([WATCH_QUEUE] if WATCH_QUEUE != "ingest" else [])
 
 app = Celery("mcp_tax")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -25,11 +30,13 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
     # Each queue needs its own routing key: left out, Celery binds every queue with the default
     # key "celery" on the same direct exchange, and one message would land in all of them.
-    task_queues=[Queue(name, routing_key=name) for name in ("poll", "ingest", "notify", "celery")],
+    task_queues=[Queue(name, routing_key=name) for name in QUEUES],
     task_default_queue="celery",
     task_routes={
         "dashboard.tasks.poll_server": {"queue": "poll"},
         "dashboard.tasks.dispatch_due_polls": {"queue": "poll"},
+        # An exact name wins over the pattern below.
+        "ingest.tasks.scan_watched_folders": {"queue": WATCH_QUEUE},
         "ingest.tasks.*": {"queue": "ingest"},
         "dashboard.tasks.deliver_notification": {"queue": "notify"},
         "dashboard.tasks.sweep_notifications": {"queue": "notify"},

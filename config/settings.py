@@ -7,6 +7,7 @@ ALLOWED_HOSTS, DATABASE_URL and REDIS_URL.
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import django_stubs_ext
 import environ
@@ -151,7 +152,7 @@ STATICFILES_FINDERS = [
     # plotly.js from the installed plotly package, as vendor/plotly.min.js (not committed).
     "dashboard.staticfinders.PlotlyFinder",
 ]
-STORAGES = {
+STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
@@ -163,6 +164,31 @@ STORAGES = {
 }
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 UPLOAD_DIR = MEDIA_ROOT / "uploads"
+# The files ingest jobs read (uploads, queued API bodies, whole over-long lines): one storage every
+# host shares. Unset INGEST_S3_BUCKET keeps them under MEDIA_ROOT (one host: the embedded run);
+# set, they go to that S3-compatible bucket (MinIO in docker-compose.yml). Keys unset: boto3's own
+# chain (AWS_ACCESS_KEY_ID, an instance role). See ingest/capture/storage.py.
+INGEST_S3_BUCKET = env_str("INGEST_S3_BUCKET")
+if INGEST_S3_BUCKET:
+    INGEST_S3_ENDPOINT_URL = env_str("INGEST_S3_ENDPOINT_URL")
+    STORAGES["ingest"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": INGEST_S3_BUCKET,
+            "endpoint_url": INGEST_S3_ENDPOINT_URL or None,
+            "access_key": env_str("INGEST_S3_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("INGEST_S3_SECRET_ACCESS_KEY") or None,
+            "region_name": env_str("INGEST_S3_REGION", "us-east-1"),
+            "location": env_str("INGEST_S3_PREFIX", "").strip("/"),
+            # MinIO and most self-hosted stores want bucket names in the path, not the host name.
+            "addressing_style": "path" if INGEST_S3_ENDPOINT_URL else None,
+            # Anything django-storages buffers itself rolls over to disk past 2 MiB.
+            "max_memory_size": 2 * 1024 * 1024,
+        },
+    }
+else:
+    # No location: it follows MEDIA_ROOT (also when a test changes it).
+    STORAGES["ingest"] = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 32 * 1024 * 1024)
 
@@ -278,6 +304,10 @@ INGEST_BATCH_LINES = env_int("INGEST_BATCH_LINES", 5000)
 INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
+# A job that fails for a transient reason (the storage, the database, I/O) is tried again up to this
+# many times, after INGEST_RETRY_BASE_SECONDS, doubling each time; refused input is never retried.
+INGEST_RETRY_MAX = env_int("INGEST_RETRY_MAX", 3)
+INGEST_RETRY_BASE_SECONDS = env_int("INGEST_RETRY_BASE_SECONDS", 30)
 # Requests made on a user's behalf (HTTP MCP servers, channels, reference documents) never reach
 # loopback, private, link-local, CGNAT, multicast or reserved addresses, except inside these
 # networks (comma-separated CIDR, e.g. "10.20.0.0/16" for an internal MCP gateway).

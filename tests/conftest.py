@@ -24,6 +24,48 @@ __all__ = ["IN_CI", "need_service"]
 os.environ.setdefault("OUTBOUND_ALLOW_NETWORKS", ",".join(LOOPBACK_NETWORKS))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_ingest_storage(tmp_path_factory):
+    """The PostgreSQL leg keeps every ingest file in a real S3-compatible server (moto's server
+    mode, see tests/s3server.py), as the full stack keeps them in MinIO: this process and every
+    worker a test starts (through ``worker_environment``) use the same bucket. Yields the server,
+    or None on the SQLite leg (files under MEDIA_ROOT). With CI=true a server that cannot start
+    fails the run."""
+    from tests import s3server
+
+    if not s3server.wanted():
+        yield None
+        return
+    try:
+        server = s3server.S3Server(tmp_path_factory.mktemp("s3") / "moto.log")
+    except Exception as exc:
+        if IN_CI:
+            pytest.fail(f"CI=true and the S3-compatible test server did not start: {exc}")
+        yield None  # locally: the leg runs on local files; tests that need S3 skip
+        return
+    from django.conf import settings
+    from django.test import override_settings
+
+    saved = {name: os.environ.get(name) for name in server.env}
+    os.environ.update(server.env)
+    with override_settings(STORAGES={**settings.STORAGES, "ingest": server.storage_setting()}):
+        yield server
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    server.stop()
+
+
+@pytest.fixture
+def s3_server(shared_ingest_storage):
+    """The S3-compatible server the ingest storage runs on (only the PostgreSQL leg has one)."""
+    if shared_ingest_storage is None:
+        need_service("the ingest storage runs on S3 in the PostgreSQL leg (or with TEST_S3=1)")
+    return shared_ingest_storage
+
+
 @pytest.fixture(autouse=True)
 def loopback_allowed(settings):
     """Every test may reach loopback (its own servers); a test of the policy sets this to []."""

@@ -82,6 +82,17 @@ def wait_for_port(port: int, proc: subprocess.Popen[Any] | None = None, *, timeo
     wait_until(listening, timeout=timeout, message=f"a listener on port {port}")
 
 
+def stop_process(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
+    """SIGTERM ``proc`` and reap it; SIGKILL when it is still there after ``timeout``."""
+    if proc.poll() is None:
+        proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

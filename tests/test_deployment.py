@@ -112,3 +112,26 @@ def test_a_secret_stored_before_a_restart_reads_after_it(tmp_path):
         "from dashboard.servers.models import McpServer; print(McpServer.objects.get(name='remote').headers)",
     )
     assert "sk-kept" in out
+
+
+def test_every_app_service_keeps_job_files_in_the_minio_bucket_the_stack_creates():
+    compose = _compose()
+    services = compose["services"]
+    minio_user = services["minio"]["environment"]["MINIO_ROOT_USER"]
+    minio_password = services["minio"]["environment"]["MINIO_ROOT_PASSWORD"]
+    for name in APP_SERVICES:
+        env = services[name]["environment"]
+        assert env["INGEST_S3_ENDPOINT_URL"] == "http://minio:9000", name
+        assert (env["INGEST_S3_ACCESS_KEY_ID"], env["INGEST_S3_SECRET_ACCESS_KEY"]) == (
+            minio_user,
+            minio_password,
+        ), name
+        # Started only once the bucket exists (directly, or after migrate, which waits for it).
+        waits_for, todo = set(), [name]
+        while todo:
+            waits_for |= (new := set(services[todo.pop()].get("depends_on", {})) - waits_for)
+            todo += new
+        assert "minio-bucket" in waits_for, name
+    bucket = services["web"]["environment"]["INGEST_S3_BUCKET"]
+    assert f"local/{bucket}" in " ".join(services["minio-bucket"]["command"])
+    assert "miniodata:/data" in services["minio"]["volumes"]

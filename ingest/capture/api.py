@@ -1,12 +1,14 @@
 """Ingest endpoints of the JSON API: push a batch of log lines, follow a job, list agents.
 
 ``POST /api/v1/ingest`` is what the logging proxy's ``--push`` calls. The body (JSONL, or gzip of
-it) is streamed to a file under MEDIA_ROOT/ingest/ as it arrives, never held whole in memory,
-and then ingested like any other log, in the request by default so the caller gets the counts.
+it) is spooled to a local file as it arrives, never held whole in memory, saved into the shared
+ingest storage (so a queued body runs on any worker's host), and then ingested like any other
+log, in the request by default so the caller gets the counts.
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -32,6 +34,7 @@ from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
 router = Router(tags=["ingest"])
+logger = logging.getLogger(__name__)
 
 
 class TokenRequest(HttpRequest):
@@ -42,6 +45,8 @@ class TokenRequest(HttpRequest):
 
 
 READ_CHUNK = 256 * 1024
+# Seconds a client is told to wait when the ingest storage cannot take a body (503).
+STORAGE_RETRY_AFTER = 30
 GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -62,6 +67,8 @@ class IngestJobOut(Schema):
     reconciles: bool
     ignored_reasons: dict[str, int]
     error: str
+    attempts: int
+    retry_at: datetime | None
     created: datetime
     finished: datetime | None
     url: str
@@ -179,6 +186,7 @@ def _too_large(limit: int) -> JsonResponse:
         411: ErrorOut,
         413: ErrorOut,
         429: ErrorOut,
+        503: ErrorOut,
     },
     summary="Ingest a batch of log lines (JSONL, or gzip of it)",
     description="The body is the log itself: envelope JSONL (the logging proxy's `--push`), a HAR, a "
@@ -220,11 +228,22 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
 
     filename = params.filename.strip()[:200] or f"api {request.api_token.name}"
     try:
+        stored = upload.store()
+    except OSError:
+        logger.exception("ingest API: the body could not be saved into the ingest storage")
+        return _error(
+            503,
+            "The body could not be kept: the ingest storage is unavailable. Nothing was stored; "
+            "send it again later.",
+            Retry_After=str(STORAGE_RETRY_AFTER),
+        )
+    try:
         job = pipeline.create_job(
             request.team,
             source=IngestJob.Source.API,
             filename=filename,
-            path=upload.path,
+            storage_name=stored,
+            size=upload.written,
             format=params.format,
             enqueue=None if params.wait else run_ingest_job.delay,
         )

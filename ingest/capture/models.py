@@ -10,12 +10,12 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.db import models
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
+from ingest.capture.storage import open_stored
 
 
 class Agent(models.Model):
@@ -193,13 +193,21 @@ class IngestJob(models.Model):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         DONE = "done", "Done"
+        # The last attempt failed for a transient reason; the next one is due at ``retry_at``.
+        RETRYING = "retrying", "Retrying"
         FAILED = "failed", "Failed"
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="ingest_jobs")
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     source = models.CharField(max_length=10, choices=Source.choices)
     filename = models.CharField(max_length=500, blank=True)
-    path = models.CharField(max_length=1000, blank=True, help_text="Where the input is kept on disk")
+    # The input: a file in the shared ingest storage (uploads, API bodies: any worker on any host
+    # opens it), or a local ``path`` read on the host that runs the job (manage.py ingest, watched
+    # folders, and jobs created before the shared storage, whose absolute path still reads).
+    storage_name = models.CharField(
+        max_length=500, blank=True, help_text="Name of the input in the ingest storage"
+    )
+    path = models.CharField(max_length=1000, blank=True, help_text="A local input file, read in place")
     format = models.CharField(max_length=20, blank=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
     total_bytes = models.PositiveBigIntegerField(default=0)
@@ -218,6 +226,10 @@ class IngestJob(models.Model):
     # Resume point: outcomes of lines 1..watermark are persisted (see mcptax.formats.assemble).
     watermark = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)
+    # Runs started (watched-file jobs, driven by every scan, are not counted); a transient failure
+    # is retried at ``retry_at`` while attempts <= INGEST_RETRY_MAX.
+    attempts = models.PositiveIntegerField(default=0)
+    retry_at = models.DateTimeField(null=True, blank=True)
     # Lease of the run that owns the job: a second run (a redelivered task) takes over only when the
     # owner's heartbeat is stale or its process is gone, so two runs never count the same lines.
     run_token = models.CharField(max_length=32, blank=True)
@@ -272,7 +284,7 @@ class LineRecord(models.Model):
     # readable escaped copy.
     raw_data = models.BinaryField(null=True, blank=True)
     # A line longer than INGEST_MAX_RAW_BYTES: ``raw`` holds only its head; the whole line is the
-    # file ``raw_file`` in default_storage, named by its ``raw_sha256`` (``raw_bytes`` long).
+    # file ``raw_file`` in the ingest storage, named by its ``raw_sha256`` (``raw_bytes`` long).
     raw_sha256 = models.CharField(max_length=64, blank=True)
     raw_file = models.CharField(max_length=300, blank=True)
     created = models.DateTimeField(default=timezone.now)
@@ -293,7 +305,8 @@ class LineRecord(models.Model):
     def exact_raw(self) -> bytes:
         """The line exactly as read (without its line terminator), from its file when it is long."""
         if self.raw_file:
-            with default_storage.open(self.raw_file, "rb") as kept:
+            kept, _ = open_stored(self.raw_file)
+            with kept:
                 data: bytes = kept.read()
             return data
         return bytes(self.raw_data) if self.raw_data is not None else self.raw.encode("utf-8")

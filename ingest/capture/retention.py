@@ -16,9 +16,11 @@ import logging
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from django.conf import settings
 from django.utils import timezone
 
 from dashboard.teams.models import Team
+from ingest.capture import storage
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, TeamCaptureSettings
 from ingest.capture.uploads import upload_dir
 
@@ -51,7 +53,8 @@ def purge_expired_content(now: datetime | None = None) -> int:
 def purge_expired_uploads(now: datetime | None = None) -> int:
     """Delete the raw files of finished upload and API jobs past their team's window. Returns files deleted.
 
-    The job keeps its counts and outcomes; its `path` is emptied to record that the file is gone.
+    The job keeps its counts and outcomes; its ``storage_name`` (or, for a job from before the
+    shared storage, its ``path``) is emptied to record that the file is gone.
     """
     now = now or timezone.now()
     rules = {
@@ -64,20 +67,40 @@ def purge_expired_uploads(now: datetime | None = None) -> int:
     for team in Team.objects.all():
         keep, days = rules.get(team.pk, (True, DEFAULT_RETENTION_DAYS))
         cutoff = now - timedelta(days=days) if keep else now
-        root = upload_dir(team).resolve()
         jobs = IngestJob.objects.filter(
             team=team,
             source__in=OWN_FILES,
             status__in=(IngestJob.Status.DONE, IngestJob.Status.FAILED),
             finished__lte=cutoff,
-        ).exclude(path="")
+        ).exclude(path="", storage_name="")
         for job in jobs.iterator(chunk_size=CHUNK):
-            path = Path(job.path).resolve()
-            if not path.is_relative_to(root):  # only ever our own upload folder
-                log.warning("job %s: %s is outside %s; not deleted", job.code, path, root)
-                continue
-            if path.exists():
-                path.unlink()
-                deleted += 1
-            IngestJob.objects.filter(pk=job.pk).update(path="")
+            if job.storage_name:
+                deleted += _delete_stored(team, job)
+            else:
+                deleted += _delete_local(team, job)
     return deleted
+
+
+def _delete_stored(team: Team, job: IngestJob) -> int:
+    if not job.storage_name.startswith(upload_dir(team) + "/"):  # only ever the team's own uploads
+        log.warning("job %s: %s is not one of the team's uploads; not deleted", job.code, job.storage_name)
+        return 0
+    found = storage.exists(job.storage_name)
+    if found:
+        storage.delete(job.storage_name)
+    IngestJob.objects.filter(pk=job.pk).update(storage_name="")
+    return int(found)
+
+
+def _delete_local(team: Team, job: IngestJob) -> int:
+    """A job from before the shared storage: its file is under MEDIA_ROOT on this host."""
+    root = (Path(settings.MEDIA_ROOT) / upload_dir(team)).resolve()
+    path = Path(job.path).resolve()
+    if not path.is_relative_to(root):  # only ever our own upload folder
+        log.warning("job %s: %s is outside %s; not deleted", job.code, path, root)
+        return 0
+    found = path.exists()
+    if found:
+        path.unlink()
+    IngestJob.objects.filter(pk=job.pk).update(path="")
+    return int(found)

@@ -26,7 +26,8 @@ JOB_SORTS = {
     "-status": "-status",
 }
 DEFAULT_JOB_SORT = "-created"
-ACTIVE = (IngestJob.Status.QUEUED, IngestJob.Status.RUNNING)
+# A retrying job is still in progress: its page follows it until the retry ends.
+ACTIVE = (IngestJob.Status.QUEUED, IngestJob.Status.RUNNING, IngestJob.Status.RETRYING)
 
 
 def is_in_progress(job: IngestJob) -> bool:

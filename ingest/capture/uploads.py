@@ -1,9 +1,11 @@
 """The one writer of uploaded logs: every way in (the web form, the API body, bytes handed over by
-code) streams its chunks through :class:`UploadWriter` into the team's upload folder.
+code) streams its chunks through :class:`UploadWriter`, then into the shared ingest storage.
 
-A log can be gigabytes, so it is never held in memory, and it is written once, at its final
-place under ``MEDIA_ROOT/ingest/<team>/``: the job that processes it reads the same bytes
-without a copy. Past the size limit the partial file is removed and nothing is kept.
+A log can be gigabytes, so it is never held in memory: it is spooled to a local file as it
+arrives (``VAR_DIR/spool``), then saved once under ``ingest/<team>/`` in the ingest storage
+(``ingest.capture.storage``: moved in place on a local disk, uploaded in parts to S3), where the
+job that processes it reads it from any host. Past the size limit the partial file is removed and
+nothing is kept.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest
 
 from dashboard.teams.models import Team
+from ingest.capture import storage
 
 
 class UploadTooLarge(ValueError):
     """The upload went over the allowed size; nothing was kept."""
 
 
-def upload_dir(team: Team) -> Path:
-    return Path(settings.MEDIA_ROOT) / "ingest" / str(team.pk)
+def upload_dir(team: Team) -> str:
+    """The team's folder in the ingest storage."""
+    return f"ingest/{team.pk}"
 
 
 def disk_name(filename: str | None) -> str:
@@ -39,16 +43,19 @@ def disk_name(filename: str | None) -> str:
 
 
 class UploadWriter:
-    """A new file in the team's upload folder, written chunk by chunk up to ``max_bytes``.
+    """A new upload of ``team``, spooled chunk by chunk up to ``max_bytes``, then ``store``d.
 
     ``write`` raises UploadTooLarge past the limit, after removing what was written; leaving the
     ``with`` block on an exception removes the file too, so a failed upload never leaves a part.
+    ``store`` puts the spooled file into the ingest storage and returns its storage name;
+    ``discard`` removes whatever exists of it, spooled or stored.
     """
 
     def __init__(self, team: Team, filename: str | None, *, max_bytes: int | None = None) -> None:
-        directory = upload_dir(team)
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / f"{uuid.uuid4().hex}-{disk_name(filename)}"
+        self.disk_name = f"{uuid.uuid4().hex}-{disk_name(filename)}"
+        self.path = storage.spool_dir() / self.disk_name
+        self.name = f"{upload_dir(team)}/{self.disk_name}"
+        self.stored = ""
         self.max_bytes = max_bytes
         self.written = 0
         self._file: IO[bytes] | None = open(self.path, "xb")  # noqa: SIM115 - closed by close/discard
@@ -68,9 +75,23 @@ class UploadWriter:
             self._file = None
         return self.path
 
+    def store(self) -> str:
+        """Save the upload into the ingest storage (once) and return its storage name.
+
+        Raises OSError (``storage.StorageUnavailable``) when the store cannot take it; the spooled
+        file is gone either way, so a refused upload leaves nothing behind.
+        """
+        self.close()
+        if not self.stored:
+            self.stored = storage.save_spooled(self.path, self.name)
+        return self.stored
+
     def discard(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+        if self.stored:
+            storage.delete(self.stored)
+            self.stored = ""
 
     def __enter__(self) -> UploadWriter:
         return self
@@ -84,15 +105,15 @@ class UploadWriter:
             self.discard()
 
 
-def store_upload(team: Team, chunks: Iterable[bytes], filename: str, *, max_bytes: int | None = None) -> Path:
-    """Stream ``chunks`` to a new file in the team's upload folder and return its path.
+def store_upload(team: Team, chunks: Iterable[bytes], filename: str, *, max_bytes: int | None = None) -> str:
+    """Stream ``chunks`` into a new upload of the team; returns its name in the ingest storage.
 
     Raises UploadTooLarge (and removes the partial file) past ``max_bytes``.
     """
     with UploadWriter(team, filename, max_bytes=max_bytes) as writer:
         for chunk in chunks:
             writer.write(chunk)
-    return writer.path
+        return writer.store()
 
 
 if TYPE_CHECKING:
@@ -102,18 +123,22 @@ else:  # Django's File is not subscriptable at runtime
 
 
 class SpooledUpload(_BytesUpload):
-    """An uploaded file already at its final path (like TemporaryUploadedFile, but kept)."""
+    """An uploaded file spooled by its UploadWriter (like TemporaryUploadedFile); ``store`` keeps it."""
 
-    def __init__(self, path: Path, name: str, content_type: str | None, size: int) -> None:
-        super().__init__(open(path, "rb"), name, content_type, size, None)  # noqa: SIM115 - closed by Django
-        self.path = path
+    def __init__(self, writer: UploadWriter, name: str, content_type: str | None, size: int) -> None:
+        super().__init__(open(writer.path, "rb"), name, content_type, size, None)  # noqa: SIM115 - closed by Django
+        self.writer = writer
 
     def temporary_file_path(self) -> str:
-        return str(self.path)
+        return str(self.writer.path)
+
+    def store(self) -> str:
+        self.close()
+        return self.writer.store()
 
     def discard(self) -> None:
         self.close()
-        self.path.unlink(missing_ok=True)
+        self.writer.discard()
 
 
 class IngestUploadHandler(FileUploadHandler):
@@ -155,8 +180,8 @@ class IngestUploadHandler(FileUploadHandler):
     def file_complete(self, file_size: int) -> UploadedFile[bytes] | None:
         if self.writer is None:
             return None
-        path = self.writer.close()
-        return SpooledUpload(path, self.file_name or "upload.log", self.content_type, file_size)
+        self.writer.close()
+        return SpooledUpload(self.writer, self.file_name or "upload.log", self.content_type, file_size)
 
     def upload_interrupted(self) -> None:
         if self.writer is not None:

@@ -5,6 +5,7 @@ Every lookup is scoped to a team of the user (another team's job, line or folder
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 from urllib.parse import urlencode
@@ -12,7 +13,6 @@ from urllib.parse import urlencode
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.files.storage import default_storage
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.http import FileResponse, Http404, HttpResponse
@@ -27,9 +27,11 @@ from dashboard.teams.models import Team
 from ingest.capture import pipeline, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
+from ingest.capture.storage import open_stored
 from ingest.capture.tasks import run_ingest_job, scan_watched_folders
 from ingest.capture.uploads import IngestUploadHandler, SpooledUpload
 
+logger = logging.getLogger(__name__)
 JOBS_PER_PAGE = 25
 LINES_PER_PAGE = 50
 CALLS_PER_PAGE = 25
@@ -108,13 +110,23 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
         ctx = _home_context(request, team, form)
         return render_page(request, "capture/home.html", ctx, status=413 if handler.too_large else 400)
     spooled = form.cleaned_data["file"]
-    spooled.close()
+    try:
+        stored = spooled.store()  # into the shared ingest storage, where any worker finds it
+    except OSError:
+        logger.exception("upload: the file could not be saved into the ingest storage")
+        form.add_error(
+            "file",
+            "The file could not be kept: the ingest storage is unavailable. Nothing was stored; try again later.",
+        )
+        ctx = _home_context(request, team, form)
+        return render_page(request, "capture/home.html", ctx, status=503)
     with transaction.atomic():
         job = pipeline.create_job(
             team,
             source=IngestJob.Source.UPLOAD,
             filename=spooled.name,
-            path=spooled.temporary_file_path(),
+            storage_name=stored,
+            size=spooled.size,
             format=form.cleaned_data["format"],
             user=request.user,
             enqueue=run_ingest_job.delay,
@@ -139,6 +151,8 @@ def _progress_context(job: IngestJob) -> dict[str, Any]:
         "ignored_reasons": _sorted_reasons(job.ignored_reasons),
         "quarantined_reasons": _sorted_reasons(job.quarantined_reasons),
         "verdicts": _sorted_reasons(job.verdict_counts),
+        # The first attempt and its retries.
+        "max_attempts": settings.INGEST_RETRY_MAX + 1,
     }
 
 
@@ -223,7 +237,7 @@ def line_raw(request: HtmxHttpRequest, team_slug: str, line_id: int) -> HttpResp
     response: HttpResponse | FileResponse
     if line.raw_file:
         # A long line is streamed from its file, never read into memory.
-        kept = default_storage.open(line.raw_file, "rb")
+        kept, _ = open_stored(line.raw_file)
         response = FileResponse(kept, as_attachment=True, filename=filename)
         response["Content-Type"] = "application/octet-stream"
     else:

@@ -115,3 +115,41 @@ def test_no_missing_migrations():
         call_command("makemigrations", "--check", "--dry-run", stdout=out, stderr=out)
     except SystemExit as exc:  # --check exits non-zero when a migration is missing
         pytest.fail(f"Missing migrations (exit {exc.code}):\n{out.getvalue()}")
+
+
+def _storage_and_routes(env_overrides: dict[str, str], tmp_path) -> dict:
+    code = (
+        "import json, django; django.setup(); from django.core.files.storage import storages; "
+        "from config.celery import app; s = storages['ingest']; r = app.amqp.router; "
+        "print(json.dumps({'backend': type(s).__name__, 'location': str(getattr(s, 'location', '')), "
+        "'bucket': getattr(s, 'bucket_name', None), 'endpoint': getattr(s, 'endpoint_url', None), "
+        "'style': getattr(s, 'addressing_style', None), "
+        "'scan': r.route({}, 'ingest.tasks.scan_watched_folders')['queue'].name, "
+        "'job': r.route({}, 'ingest.tasks.run_ingest_job')['queue'].name}))"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("INGEST_S3_", "INGEST_WATCH_QUEUE"))}
+    env.pop("DATABASE_URL", None)
+    env.pop("REDIS_URL", None)
+    env.update({"DJANGO_SETTINGS_MODULE": "config.settings", "VAR_DIR": str(tmp_path)}, **env_overrides)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_the_ingest_storage_is_local_by_default_and_an_s3_bucket_when_one_is_named(tmp_path):
+    local = _storage_and_routes({}, tmp_path)
+    assert (local["backend"], local["location"]) == ("FileSystemStorage", str(tmp_path / "media"))
+    assert local["scan"] == local["job"] == "ingest"
+    s3 = _storage_and_routes(
+        {
+            "INGEST_S3_BUCKET": "jobs",
+            "INGEST_S3_ENDPOINT_URL": "http://minio:9000",
+            "INGEST_S3_PREFIX": "/tax/",
+            "INGEST_WATCH_QUEUE": "watch-logs1",
+        },
+        tmp_path,
+    )
+    assert (s3["backend"], s3["bucket"], s3["endpoint"]) == ("S3Storage", "jobs", "http://minio:9000")
+    assert (s3["location"], s3["style"]) == ("tax", "path")
+    # Watched folders are scanned on the host whose worker consumes their queue; jobs go anywhere.
+    assert (s3["scan"], s3["job"]) == ("watch-logs1", "ingest")

@@ -23,26 +23,30 @@ def create_job(
     *,
     source: str,
     filename: str,
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] = "",
+    storage_name: str = "",
+    size: int | None = None,
     format: str = "auto",
     user: Any = None,
     enqueue: Enqueue | None = None,
 ) -> IngestJob:
-    """A queued job for the file at ``path`` (kept there).
+    """A queued job for the file ``storage_name`` in the ingest storage (any worker can run it), or
+    for the local file at ``path`` (read in place, on this host).
 
-    ``format`` is ``auto`` (detected when the job runs) or one of ``mcptax.formats.FORMATS``.
+    ``size`` is the input's size when the caller knows it (else the local file's). ``format`` is ``auto`` (detected when the job runs) or one of ``mcptax.formats.FORMATS``.
     With ``enqueue`` the job id is handed to it once the surrounding transaction commits (so the
     worker finds the row); without, run it with ``run_job``.
     """
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except OSError:
-        size = 0
+    if size is None:
+        try:
+            size = Path(path).stat().st_size if path else 0
+        except OSError:
+            size = 0
     job = IngestJob.objects.create(
         team=team,
         source=source,
         filename=filename[:500],
+        storage_name=storage_name,
         path=str(path),
         format="" if format == "auto" else format,
         total_bytes=size,
@@ -63,12 +67,14 @@ def ingest_bytes(
     user: Any = None,
     run: bool = True,
 ) -> IngestJob:
-    """Keep ``data`` (JSONL, HAR, or gzip of either) in the team's upload folder and ingest it.
+    """Keep ``data`` (JSONL, HAR, or gzip of either) in the ingest storage and ingest it.
 
     With ``run=False`` the job is only created (queued).
     """
-    path = store_upload(team, [data], filename)
-    job = create_job(team, source=source, filename=filename, path=path, format=format, user=user)
+    name = store_upload(team, [data], filename)
+    job = create_job(
+        team, source=source, filename=filename, storage_name=name, size=len(data), format=format, user=user
+    )
     return run_job(job.pk) if run else job
 
 

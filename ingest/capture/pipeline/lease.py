@@ -1,11 +1,18 @@
-"""The job's lease: one run at a time works on a job (a redelivered task finds it held).
+"""The job's lease: one run at a time works on a job (a redelivered task finds it held), and
+what a failed run leaves: a retry with backoff, or a final failure.
 
 A lease is the job's ``run_token`` with a fresh heartbeat; the owner's ``host:pid`` lets a run on
 the same host take over at once from a process that no longer exists.
+
+A run that fails for a transient reason (``is_transient``: the storage, the database, I/O) leaves
+the job ``retrying`` with ``retry_at`` = now + INGEST_RETRY_BASE_SECONDS * 2^(attempts - 1), until
+INGEST_RETRY_MAX retries are spent; then, or at once for a refusal of the input (too large,
+malformed) or a bug, the job is ``failed`` with the reason.
 """
 
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import socket
@@ -14,7 +21,7 @@ import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob
@@ -54,6 +61,8 @@ def claim(job_id: int) -> tuple[IngestJob | None, str]:
         job = IngestJob.objects.select_for_update().select_related("team").get(pk=job_id)
         if job.status == Status.DONE:
             return None, ""
+        if job.status == Status.RETRYING and job.retry_at is not None and job.retry_at > now:
+            return None, ""  # an early delivery: the retry is not due yet
         held = (
             job.run_token
             and job.heartbeat_at is not None
@@ -67,34 +76,84 @@ def claim(job_id: int) -> tuple[IngestJob | None, str]:
         job.heartbeat_at = now
         job.status = Status.RUNNING
         job.started = job.started or now
-        job.error = ""
-        job.save(update_fields=["run_token", "worker", "heartbeat_at", "status", "started", "error"])
+        # A retry keeps the last attempt's reason on show until it ends; other runs start clean.
+        job.error = job.error if job.status == Status.RETRYING else ""
+        job.retry_at = None
+        if job.source != IngestJob.Source.WATCH:  # a watched file's job is driven by every scan
+            job.attempts += 1
+        job.save(
+            update_fields=[
+                "run_token",
+                "worker",
+                "heartbeat_at",
+                "status",
+                "started",
+                "error",
+                "retry_at",
+                "attempts",
+            ]
+        )
     return job, token
 
 
-def fail(job_id: int, token: str, exc: BaseException, *, detail: str | None = None) -> None:
-    """Mark the job failed; ``detail`` is the reason to show (default: the exception as text)."""
+def is_transient(exc: BaseException) -> bool:
+    """A failure that may pass by itself: storage, network or file I/O, the database.
+
+    A corrupt gzip stream is an OSError too, but it is the input's fault and would fail again.
+    """
+    if isinstance(exc, gzip.BadGzipFile):
+        return False
+    return isinstance(exc, (OSError, DatabaseError))
+
+
+def retry_delay(attempts: int) -> timedelta:
+    """How long after its ``attempts``-th failed run a job is tried again."""
+    return timedelta(seconds=settings.INGEST_RETRY_BASE_SECONDS * 2 ** max(0, attempts - 1))
+
+
+def fail(
+    job_id: int, token: str, exc: BaseException, *, detail: str | None = None, transient: bool = False
+) -> None:
+    """End the run as failed; ``detail`` is the reason to show (default: the exception as text).
+
+    ``transient``: the job is retried later (status ``retrying``, ``retry_at``) while it has
+    retries left; the last one says it gave up.
+    """
     if detail is None:
         detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         logger.exception("ingest job %s failed", job_id)
     else:
         logger.warning("ingest job %s refused: %s", job_id, detail)
+    now = timezone.now()
+    attempts = (
+        IngestJob.objects.filter(pk=job_id, run_token=token).values_list("attempts", flat=True).first() or 0
+    )
+    retries_left = attempts <= settings.INGEST_RETRY_MAX
+    if transient and retries_left:
+        IngestJob.objects.filter(pk=job_id, run_token=token).update(
+            status=Status.RETRYING, error=detail[:4000], retry_at=now + retry_delay(attempts), run_token=""
+        )
+        return
+    if transient:
+        detail = f"Gave up after {attempts} attempts. The last one failed: {detail}"
     IngestJob.objects.filter(pk=job_id, run_token=token).update(
-        status=Status.FAILED, error=detail[:4000], finished=timezone.now(), run_token=""
+        status=Status.FAILED, error=detail[:4000], finished=now, run_token="", retry_at=None
     )
 
 
 def stalled_jobs(now: datetime | None = None) -> list[int]:
     """Jobs that should be running but nobody works on: queued for a while (the message was lost,
     e.g. the embedded broker's directory was wiped) or running with a stale heartbeat (the worker
-    died and the broker will not redeliver before its visibility timeout). Watched-file jobs are
-    driven by the folder scan instead."""
+    died and the broker will not redeliver before its visibility timeout), or waiting for a retry
+    that is due (its delayed message may be lost). Watched-file jobs are driven by the folder scan
+    instead."""
     now = now or timezone.now()
     lease = timedelta(seconds=settings.INGEST_JOB_LEASE_SECONDS)
     stale_running = IngestJob.objects.filter(status=Status.RUNNING, heartbeat_at__lt=now - lease)
     stale_queued = IngestJob.objects.filter(status=Status.QUEUED, created__lt=now - 5 * lease)
+    due_retries = IngestJob.objects.filter(status=Status.RETRYING, retry_at__lte=now)
     return list(
-        (stale_running | stale_queued)
+        (stale_running | stale_queued | due_retries)
         .exclude(source=IngestJob.Source.WATCH)
         .values_list("pk", flat=True)[:100]
     )

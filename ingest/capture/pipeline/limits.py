@@ -4,15 +4,14 @@
   limit, so a small compressed file never unpacks into memory or disk without bound.
   ``check_decompressed`` runs it over a file before anything of it is stored: a job over the
   limit fails with nothing stored (a ratio bomb costs at most the limit's worth of inflating).
-- Long lines are kept as files through Django's storage API, content-addressed by sha256
-  (``ingest/lines/<sha256>``): ``spill_line`` streams a line that is too long to hold in memory,
+- Long lines are kept as files in the shared ingest storage (``ingest.capture.storage``),
+  content-addressed by sha256 (``ingest/lines/<sha256>``): ``spill_line`` streams a line that is too long to hold in memory,
   ``keep_bytes`` keeps one already in memory; the database row holds a bounded head only.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 import zlib
 from typing import IO
@@ -20,9 +19,9 @@ from typing import IO
 from django.conf import settings
 from django.core.files import File
 from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.template.defaultfilters import filesizeformat
 
+from ingest.capture import storage
 from mcptax.formats.records import LongLine
 
 READ_CHUNK = 1024 * 1024
@@ -103,9 +102,7 @@ def _name(sha256: str) -> str:
 
 def _save(name: str, content: File[bytes]) -> str:
     # Content-addressed: the same bytes are kept once, whichever job met them first.
-    if default_storage.exists(name):
-        return name
-    return default_storage.save(name, content)
+    return storage.save_file(name, content)
 
 
 def keep_bytes(data: bytes) -> tuple[str, str]:
@@ -134,7 +131,7 @@ def spill_line(first: bytes, stream: IO[bytes], limit: int | None) -> tuple[Long
     """
     digest = hashlib.sha256()
     consumed = size = 0
-    with tempfile.TemporaryFile(dir=_spool_dir()) as spool:
+    with tempfile.TemporaryFile(dir=storage.spool_dir()) as spool:
 
         def keep(data: bytes) -> None:
             nonlocal size
@@ -167,12 +164,3 @@ def spill_line(first: bytes, stream: IO[bytes], limit: int | None) -> tuple[Long
         ref=name,
     )
     return line, consumed
-
-
-def _spool_dir() -> str | None:
-    # Next to the media files when they are local (the same disk the file ends up on).
-    location = getattr(default_storage, "location", None)
-    if not location:
-        return None
-    os.makedirs(location, exist_ok=True)
-    return str(location)

@@ -96,23 +96,19 @@ class Lines:
         return self._position() if self._position is not None else self.consumed
 
 
-def open_input(path: str, max_bytes: int | None = None) -> tuple[IO[bytes], IO[bytes]]:
-    """(raw file, stream to read): gzip is decompressed transparently.
+def open_input(raw: IO[bytes], max_bytes: int | None = None) -> IO[bytes]:
+    """The stream to read from the binary input ``raw`` (at its start): gzip is decompressed
+    transparently.
 
-    A gzip file that decompresses past ``max_bytes`` (default INGEST_MAX_BYTES) raises
+    A gzip input that decompresses past ``max_bytes`` (default INGEST_MAX_BYTES) raises
     InputTooLarge here, before a byte of it is parsed or stored.
     """
-    raw = open(path, "rb")  # noqa: SIM115 - closed by the caller
     if raw.read(2) == _GZIP_MAGIC:
-        try:
-            check_decompressed(raw, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes)
-        except BaseException:
-            raw.close()
-            raise
+        check_decompressed(raw, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes)
         # GzipFile reads like any binary file; typeshed just does not declare it an IO[bytes].
-        return raw, cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
+        return cast(IO[bytes], gzip.GzipFile(fileobj=raw, mode="rb"))
     raw.seek(0)
-    return raw, raw
+    return raw
 
 
 def detect(stream: IO[bytes], max_line_bytes: int | None = None) -> tuple[str, str]:

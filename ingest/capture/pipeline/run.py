@@ -8,7 +8,6 @@ how a killed run resumes.
 from __future__ import annotations
 
 import logging
-import os
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -21,15 +20,18 @@ from django.utils import timezone
 
 from ingest.capture.models import BulkArgument, IngestJob, LineRecord, ToolCall
 from ingest.capture.pipeline.calls import CallStore
-from ingest.capture.pipeline.lease import LeaseLost, claim, fail
+from ingest.capture.pipeline.lease import LeaseLost, claim, fail, is_transient
 from ingest.capture.pipeline.limits import InputTooLarge, keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
 from ingest.capture.signals import calls_ingested
+from ingest.capture.storage import open_job_input
 from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, LongLine, ObservedCall
 
 logger = logging.getLogger(__name__)
 
 Status = IngestJob.Status
+# Jobs a worker runs from the queue: a transient failure is retried (see lease.fail).
+RETRIED_SOURCES = (IngestJob.Source.UPLOAD, IngestJob.Source.API)
 
 
 def batch_limits() -> tuple[int, int, int]:
@@ -191,7 +193,10 @@ class Run:
         extra: dict[str, Any] = {"run_token": "", "total_bytes": total_bytes}
         settled = sum(self.counts.values())
         if final:
-            extra.update(status=Status.DONE, finished=timezone.now(), verdict_counts=verdict_counts(self.job))
+            # error="": a retried job that now succeeds no longer shows the reason of its last failure.
+            extra.update(
+                status=Status.DONE, finished=timezone.now(), verdict_counts=verdict_counts(self.job), error=""
+            )
             self.store.calls_stored = ToolCall.objects.filter(job=self.job).count()
             if lines_in_input is not None and settled != lines_in_input:
                 # Should never happen; say so loudly rather than show counts that do not add up.
@@ -240,18 +245,24 @@ def run_job(job_id: int, *, max_bytes: int | None = None) -> IngestJob:
     except InputTooLarge as exc:
         fail(job_id, token, exc, detail=str(exc))
     except Exception as exc:  # a job must never take the worker down with it
-        fail(job_id, token, exc)
+        # Storage, database and I/O errors of a queued job are retried with backoff; anything
+        # else (and a command's own file, whose user sees the error) fails now.
+        fail(job_id, token, exc, transient=is_transient(exc) and job.source in RETRIED_SOURCES)
     return IngestJob.objects.get(pk=job_id)
 
 
+class InputUnavailable(OSError):
+    """The job's input could not be opened (missing, or its storage unreachable): retried."""
+
+
 def _run(job: IngestJob, token: str, max_bytes: int) -> None:
+    where = job.storage_name or job.path
     try:
-        # A gzip input over the limit raises InputTooLarge here, before anything is stored.
-        raw, stream = open_input(job.path, max_bytes)
+        raw, total = open_job_input(job.storage_name, job.path)
     except OSError as exc:
-        raise RuntimeError(f"cannot open {job.path}: {exc.strerror or exc}") from exc
-    with raw, stream:
-        total = os.fstat(raw.fileno()).st_size
+        raise InputUnavailable(f"cannot open {where}: {exc.strerror or exc}") from exc
+    # A gzip input over the limit raises InputTooLarge in open_input, before anything is stored.
+    with raw, open_input(raw, max_bytes) as stream:
         format, problem = (job.format, "") if job.format else detect(stream)
         if not job.format:
             job.format = format

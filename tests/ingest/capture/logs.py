@@ -103,10 +103,34 @@ def bearer(plaintext: str) -> dict:
     return {"HTTP_AUTHORIZATION": f"Bearer {plaintext}"}
 
 
-def spooled_files(settings) -> list[Path]:
-    """Every file kept under the uploads folder (a refused upload must leave none)."""
-    root = settings.MEDIA_ROOT / "ingest"
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+def stored_names(prefix: str = "ingest") -> list[str]:
+    """Every file in the ingest storage under ``prefix`` (a local folder or an S3 bucket)."""
+    from ingest.capture.storage import ingest_storage
+
+    found: list[str] = []
+    try:
+        folders, files = ingest_storage().listdir(prefix)
+    except FileNotFoundError:  # a local folder not made yet
+        return []
+    found += [f"{prefix}/{name}" for name in files]
+    for folder in folders:
+        found += stored_names(f"{prefix}/{folder}")
+    return sorted(found)
+
+
+def stored_bytes(name: str) -> bytes:
+    from ingest.capture.storage import open_stored
+
+    kept, _ = open_stored(name)
+    with kept:
+        return kept.read()
+
+
+def spooled_files(settings) -> list[str]:
+    """Every upload kept, in the ingest storage or on its way there (a refused upload must leave none)."""
+    from ingest.capture.storage import spool_dir
+
+    return sorted(str(p) for p in spool_dir().iterdir()) + stored_names()
 
 
 @contextmanager

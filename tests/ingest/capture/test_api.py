@@ -23,6 +23,7 @@ from tests.ingest.capture.logs import (
     API,
     bearer,
     spooled_files,
+    stored_bytes,
 )
 
 
@@ -43,8 +44,7 @@ def test_api_ingests_gzip_and_reingesting_stores_nothing_new(client, team, team_
     assert body["reconciles"] is True and body["calls_stored"] == 4
     job = IngestJob.objects.get(code=body["code"])
     assert job.team == team
-    with open(job.path, "rb") as f:
-        assert f.read() == data  # kept decompressed
+    assert stored_bytes(job.storage_name) == data  # kept decompressed, in the ingest storage
 
     again = client.post(API, gzip.compress(data), content_type="application/gzip", **bearer(plaintext)).json()
     assert (again["stored"], again["duplicate"], again["calls_stored"]) == (0, 8, 0)

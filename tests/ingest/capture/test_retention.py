@@ -47,13 +47,14 @@ def test_the_default_window_applies_to_teams_without_settings(team, tmp_path):
     assert purge_expired_content() == 1
 
 
-def _finished_job(team, source, path, days_ago):
+def _finished_job(team, source, path, days_ago, *, stored=""):
     from ingest.capture.models import IngestJob
 
     return IngestJob.objects.create(
         team=team,
         source=source,
         path=str(path),
+        storage_name=stored,
         status=IngestJob.Status.DONE,
         finished=timezone.now() - timedelta(days=days_ago),
     )
@@ -62,38 +63,46 @@ def _finished_job(team, source, path, days_ago):
 def test_raw_upload_files_are_deleted_once_the_team_window_has_passed(team, settings, tmp_path):
     from ingest.capture.models import IngestJob
     from ingest.capture.retention import purge_expired_uploads
-    from ingest.capture.uploads import store_upload
+    from ingest.capture.storage import exists
+    from ingest.capture.uploads import store_upload, upload_dir
 
-    settings.MEDIA_ROOT = tmp_path / "media"
     TeamCaptureSettings.objects.create(team=team, content_retention_days=7)
     old_upload = store_upload(team, [b"{}\n"], "old.jsonl")
     old_push = store_upload(team, [b"{}\n"], "api.jsonl")
     recent = store_upload(team, [b"{}\n"], "recent.jsonl")
     watched_log = tmp_path / "watched.jsonl"  # a team's own log: never ours to delete
     watched_log.write_bytes(b"{}\n")
+    # A job from before the shared storage: an absolute path in the team's local upload folder.
+    legacy = settings.MEDIA_ROOT / upload_dir(team) / "legacy.jsonl"
+    legacy.parent.mkdir(parents=True, exist_ok=True)
+    legacy.write_bytes(b"{}\n")
     jobs = [
-        _finished_job(team, IngestJob.Source.UPLOAD, old_upload, 10),
-        _finished_job(team, IngestJob.Source.API, old_push, 8),
-        _finished_job(team, IngestJob.Source.UPLOAD, recent, 2),
+        _finished_job(team, IngestJob.Source.UPLOAD, "", 10, stored=old_upload),
+        _finished_job(team, IngestJob.Source.API, "", 8, stored=old_push),
+        _finished_job(team, IngestJob.Source.UPLOAD, "", 2, stored=recent),
         _finished_job(team, IngestJob.Source.WATCH, watched_log, 30),
+        _finished_job(team, IngestJob.Source.UPLOAD, legacy, 9),
     ]
-    assert purge_expired_uploads() == 2
-    assert not old_upload.exists() and not old_push.exists()
-    assert recent.exists() and watched_log.exists()
-    assert [IngestJob.objects.get(pk=j.pk).path for j in jobs] == ["", "", str(recent), str(watched_log)]
+    assert purge_expired_uploads() == 3
+    assert not exists(old_upload) and not exists(old_push) and not legacy.exists()
+    assert exists(recent) and watched_log.exists()
+    kept = [
+        (j.storage_name, j.path) for j in IngestJob.objects.filter(pk__in=[j.pk for j in jobs]).order_by("pk")
+    ]
+    assert kept == [("", ""), ("", ""), (recent, ""), ("", str(watched_log)), ("", "")]
     assert purge_expired_uploads() == 0  # idempotent
 
 
 def test_a_team_that_keeps_no_texts_keeps_no_raw_upload_after_its_job(team, settings, tmp_path):
     from ingest.capture.models import IngestJob
+    from ingest.capture.storage import exists
     from ingest.capture.tasks import purge_expired_content as purge_task
     from ingest.capture.uploads import store_upload
 
-    settings.MEDIA_ROOT = tmp_path / "media"
     TeamCaptureSettings.objects.create(team=team, keep_bulk_content=False)
-    path = store_upload(team, [b"{}\n"], "a.jsonl")
-    _finished_job(team, IngestJob.Source.UPLOAD, path, 0)
+    done = store_upload(team, [b"{}\n"], "a.jsonl")
+    _finished_job(team, IngestJob.Source.UPLOAD, "", 0, stored=done)
     running = store_upload(team, [b"{}\n"], "b.jsonl")
-    IngestJob.objects.create(team=team, source=IngestJob.Source.UPLOAD, path=str(running))
+    IngestJob.objects.create(team=team, source=IngestJob.Source.UPLOAD, storage_name=running)
     purge_task()  # the hourly beat task purges files too
-    assert not path.exists() and running.exists()
+    assert not exists(done) and exists(running)

@@ -17,6 +17,7 @@ from tests.conftest import make_envelope_log
 from tests.ingest.capture.logs import (
     content_sha,
     spooled_files,
+    stored_bytes,
 )
 
 
@@ -34,10 +35,10 @@ def test_upload_streams_to_disk_and_the_task_ingests_it(
     assert response.status_code == 302 and response["Location"] == reverse(
         "ingest_job", args=[team.slug, job.code]
     )
-    # Kept where it was written, byte for byte, under the team's upload folder.
-    assert job.path.startswith(str(upload_dir(team)))
-    with open(job.path, "rb") as f:
-        assert f.read() == data
+    # Kept byte for byte in the ingest storage, under the team's upload folder; nothing left spooled.
+    assert job.storage_name.startswith(upload_dir(team) + "/") and job.path == ""
+    assert stored_bytes(job.storage_name) == data
+    assert spooled_files(settings) == [job.storage_name]
     assert (job.source, job.filename, job.created_by) == (
         "upload",
         "proxy session.jsonl",
@@ -70,8 +71,7 @@ def test_upload_handler_never_holds_the_file_in_memory(alice_client, team, setti
     assert len(chunks) > 1 and max(chunks) <= 64 * 1024 * 4
     job = IngestJob.objects.get(team=team)
     assert job.status == "queued" and job.total_bytes == len(data)
-    with open(job.path, "rb") as f:
-        assert hashlib.sha256(f.read()).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert hashlib.sha256(stored_bytes(job.storage_name)).hexdigest() == hashlib.sha256(data).hexdigest()
 
 
 def test_upload_over_the_limit_is_refused_with_a_clear_message(alice_client, team, settings):

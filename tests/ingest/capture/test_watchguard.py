@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob, LineRecord, ToolCall, WatchedFile, WatchedFolder
-from ingest.capture.uploads import store_upload, upload_dir
+from ingest.capture.uploads import store_upload
 from ingest.capture.watch import scan_all
 from ingest.capture.watchguard import WatchRefused
 from tests.conftest import make_envelope_log
@@ -82,13 +82,19 @@ def test_upload_folders_and_the_dashboards_data_are_never_watched_even_under_a_r
 ):
     settings.INGEST_WATCH_DIRS = [str(tmp_path)]  # MEDIA_ROOT is tmp_path/media, under the root
     settings.VAR_DIR = tmp_path / "var"
+    # Uploads on this host's disk (the local ingest storage, as in the embedded run).
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "ingest": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    }
     (tmp_path / "var").mkdir()
     (tmp_path / "var" / "secret_key").write_bytes(SECRET)
     other = team_factory("Other", user_factory("bob"))
-    mine = store_upload(team, [make_envelope_log(1, session="mine")], "mine.jsonl")
-    theirs = store_upload(other, [SECRET], "theirs.jsonl")
+    mine = settings.MEDIA_ROOT / store_upload(team, [make_envelope_log(1, session="mine")], "mine.jsonl")
+    theirs = settings.MEDIA_ROOT / store_upload(other, [SECRET], "theirs.jsonl")
+    mine_dir, their_dir = mine.parent, theirs.parent
     url = reverse("ingest_watch", args=[team.slug])
-    for target in (upload_dir(team), upload_dir(other), settings.MEDIA_ROOT, tmp_path / "var"):
+    for target in (mine_dir, their_dir, settings.MEDIA_ROOT, tmp_path / "var"):
         refused = alice_client.post(url, {"path": str(target), "pattern": "*", "format": "auto"})
         assert refused.status_code == 400 and b"never watched" in refused.content, target
     assert not WatchedFolder.objects.exists()
@@ -99,12 +105,12 @@ def test_upload_folders_and_the_dashboards_data_are_never_watched_even_under_a_r
     (logs / "theirs.jsonl").symlink_to(theirs)
     (logs / "mine.jsonl").symlink_to(mine)
     (logs / "key.jsonl").symlink_to(tmp_path / "var" / "secret_key")
-    for path in (upload_dir(other), upload_dir(team), logs):
+    for path in (their_dir, mine_dir, logs):
         WatchedFolder.objects.create(team=team, path=str(path), pattern="*")
     scan_all()
     assert not WatchedFile.objects.exists() and not read_secret()
     assert not ToolCall.objects.filter(team=team).exists()
-    assert "never watched" in WatchedFolder.objects.get(path=str(upload_dir(other))).last_error
+    assert "never watched" in WatchedFolder.objects.get(path=str(their_dir)).last_error
 
 
 def test_a_link_swapped_to_point_outside_the_roots_is_refused_when_the_file_is_opened(

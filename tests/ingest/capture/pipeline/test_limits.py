@@ -9,7 +9,6 @@ import hashlib
 import json
 
 import pytest
-from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.urls import reverse
@@ -18,7 +17,7 @@ from ingest.capture import pipeline
 from ingest.capture.models import IngestJob, LineRecord, ToolCall
 from ingest.capture.pipeline.reading import detect
 from tests.conftest import make_envelope_log
-from tests.ingest.capture.logs import LOGS, EnvelopeLog, assert_reconciles, text_of
+from tests.ingest.capture.logs import LOGS, EnvelopeLog, assert_reconciles, stored_bytes, text_of
 
 MIB = 1024 * 1024
 
@@ -80,8 +79,7 @@ def test_a_gzip_file_within_the_limit_ingests_as_before(team, settings, tmp_path
 
 
 def _kept_file(record: LineRecord) -> bytes:
-    with default_storage.open(record.raw_file, "rb") as f:
-        return f.read()
+    return stored_bytes(record.raw_file)  # from the ingest storage, whichever backend it is
 
 
 @pytest.mark.django_db

@@ -110,7 +110,7 @@ def test_reingesting_the_same_file_stores_nothing_new(team, tmp_path):
     # Same bytes uploaded again through another way in: still nothing new.
     third = pipeline.ingest_bytes(team, path.read_bytes(), source="api", filename="c.jsonl")
     assert (third.stored, third.duplicate) == (0, 10)
-    assert Path(third.path).parent == Path(upload_dir(team))
+    assert third.storage_name.startswith(upload_dir(team) + "/") and third.path == ""
     # Another team is another world.
     other = pipeline.ingest_path(team.__class__.objects.create(name="Other"), path)
     assert other.stored == 10
@@ -154,9 +154,12 @@ def test_unexpected_errors_fail_the_job_with_the_error_and_keep_counts(team, tmp
     for field in ("stored", "duplicate", "ignored", "quarantined", "calls_stored"):
         assert getattr(resumed, field) == getattr(clean, field), field
 
+    # A missing input is transient for a queued job (retried), final for a command's own file.
     missing = pipeline.create_job(team, source="upload", filename="gone", path=tmp_path / "gone.jsonl")
-    failed = pipeline.run_job(missing.pk)
-    assert failed.status == "failed" and "cannot open" in failed.error
+    retrying = pipeline.run_job(missing.pk)
+    assert retrying.status == "retrying" and "cannot open" in retrying.error and retrying.attempts == 1
+    failed = pipeline.ingest_path(team, tmp_path / "gone.jsonl")
+    assert failed.status == "failed" and "cannot open" in failed.error and failed.retry_at is None
 
 
 @pytest.mark.django_db
