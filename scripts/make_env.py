@@ -1,4 +1,5 @@
-"""Write the full stack's keys into .env once: SECRET_KEY and FIELD_ENCRYPTION_KEY.
+"""Write the full stack's keys into .env once: SECRET_KEY, FIELD_ENCRYPTION_KEY and MinIO's
+MINIO_ROOT_PASSWORD (compose would otherwise fall back to a password written in the file).
 
 docker compose reads .env beside docker-compose.yml. Keys are generated only where .env lacks
 them, never replaced: a new FIELD_ENCRYPTION_KEY would make every stored server and channel
@@ -14,7 +15,7 @@ import secrets
 import sys
 from pathlib import Path
 
-KEYS = ("SECRET_KEY", "FIELD_ENCRYPTION_KEY")
+KEYS = ("SECRET_KEY", "FIELD_ENCRYPTION_KEY", "MINIO_ROOT_PASSWORD")
 
 
 def existing_keys(text: str) -> set[str]:

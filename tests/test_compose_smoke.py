@@ -3,14 +3,16 @@
 No Docker engine runs here, so the test reads docker-compose.yml and the Dockerfile as data and
 starts exactly the processes they declare (every app service's own command and environment:
 gunicorn, one Celery worker per queue, beat), with only the addresses localized: the machine's
-PostgreSQL (a fresh database of its own), Redis (a database number of its own) and loopback ports
-in place of the compose hosts. The keys come from `scripts/make_env.py`, as the README says, and
+PostgreSQL (a fresh database of its own), Redis (a database number of its own), the test setup's
+S3-compatible server (moto's server mode; MinIO's binary comes from no registry) holding the
+bucket the compose file names, and loopback ports in place of the compose hosts. The keys come from `scripts/make_env.py`, as the README says, and
 the static files from the Dockerfile's own `collectstatic` line. Then one poll, one upload and
 one alert go through those processes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -73,7 +75,7 @@ def collectstatic_command() -> list[str]:
 
 
 @pytest.fixture
-def stack_env(postgres_and_redis, settings, tmp_path) -> Iterator[dict[str, str]]:
+def stack_env(postgres_and_redis, s3_server, settings, tmp_path) -> Iterator[dict[str, str]]:
     """Every app service's environment, localized; a fresh database, dropped afterwards."""
     import psycopg
     import redis
@@ -100,6 +102,8 @@ def stack_env(postgres_and_redis, settings, tmp_path) -> Iterator[dict[str, str]
         # The compose hosts `db` and `redis`, here.
         "DATABASE_URL": f"postgres://{db['USER'] or 'postgres'}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{name}",
         "REDIS_URL": redis_url,
+        # The compose host `minio`, here: the same bucket name, created as `minio-bucket` does.
+        "INGEST_S3_ENDPOINT_URL": s3_server.endpoint,
         # /app/var and /app/staticfiles, here.
         "VAR_DIR": str(tmp_path / "var"),
         "STATIC_ROOT": str(tmp_path / "staticfiles"),
@@ -109,6 +113,9 @@ def stack_env(postgres_and_redis, settings, tmp_path) -> Iterator[dict[str, str]
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     (tmp_path / "var").mkdir()
+    assert env["INGEST_S3_BUCKET"], "compose keeps the ingest files in a bucket"
+    with contextlib.suppress(s3_server.client().exceptions.BucketAlreadyOwnedByYou):
+        s3_server.client().create_bucket(Bucket=env["INGEST_S3_BUCKET"])
     built = subprocess.run(
         ["env", *collectstatic_command()],
         cwd=ROOT,
@@ -146,7 +153,7 @@ def manage_shell(env: dict[str, str], code: str) -> str:
     return done.stdout
 
 
-def test_one_poll_one_upload_and_one_alert_through_the_compose_processes(stack_env, tmp_path):
+def test_one_poll_one_upload_and_one_alert_through_the_compose_processes(stack_env, s3_server, tmp_path):
     env = stack_env
     services = app_services()
     assert {"migrate", "web", "beat"} <= set(services)
@@ -246,6 +253,11 @@ print(json.dumps({{"token": ApiToken.issue(team, "smoke")[1], "server": server.p
                 1,
                 3,
             )
+            # The web process put the body in the bucket; the ingest worker read it from there.
+            ((name,),) = sql(env, "SELECT storage_name FROM ingest_ingestjob WHERE code = %s", job_code)
+            kept = s3_server.client().get_object(Bucket=env["INGEST_S3_BUCKET"], Key=name)["Body"].read()
+            assert kept == body
+            assert not list(Path(env["VAR_DIR"]).rglob(Path(name).name))
 
             # One poll: due now, sent by beat, run by the poll worker.
             def polled() -> list[tuple[Any, ...]]:

@@ -52,7 +52,7 @@ def test_static_files_are_built_into_the_image_outside_every_volume():
 def test_make_env_writes_the_keys_once_owner_only_and_never_replaces_them(tmp_path):
     env = tmp_path / ".env"
     env.write_text("ALLOWED_HOSTS=dash.example.com\nSECRET_KEY=kept-as-it-is")
-    assert ensure_env(env) == ["FIELD_ENCRYPTION_KEY"]
+    assert ensure_env(env) == ["FIELD_ENCRYPTION_KEY", "MINIO_ROOT_PASSWORD"]
     first = _env_file(env)
     assert first["SECRET_KEY"] == "kept-as-it-is" and first["ALLOWED_HOSTS"] == "dash.example.com"
     assert len(first["FIELD_ENCRYPTION_KEY"]) >= 40
@@ -61,7 +61,7 @@ def test_make_env_writes_the_keys_once_owner_only_and_never_replaces_them(tmp_pa
     fresh = tmp_path / "fresh.env"
     old_umask = os.umask(0o022)
     try:
-        assert ensure_env(fresh) == ["SECRET_KEY", "FIELD_ENCRYPTION_KEY"]
+        assert ensure_env(fresh) == ["SECRET_KEY", "FIELD_ENCRYPTION_KEY", "MINIO_ROOT_PASSWORD"]
     finally:
         os.umask(old_umask)
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
