@@ -282,7 +282,10 @@ def watched_folder_toggle(request: HtmxHttpRequest, team_slug: str, folder_id: i
 @require_POST
 def watched_folder_scan(request: HtmxHttpRequest, team_slug: str, folder_id: int) -> HttpResponse:
     folder = _get_folder_for_admin(request, team_slug, folder_id)
-    if broker.send(lambda: scan_watched_folders.delay(folder.pk), f"scan of watched folder {folder.pk}"):
+    sent = broker.send_on_commit(
+        lambda: scan_watched_folders.delay(folder.pk), f"scan of watched folder {folder.pk}"
+    )
+    if sent.ok is not False:
         messages.success(request, f"Scan of {folder.path} requested.")
     else:
         messages.error(
