@@ -6,6 +6,7 @@ routes in config/celery.py refer to them by name.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -36,7 +37,7 @@ def on_deliveries_created(sender: Any, delivery_ids: list[int], **kwargs: Any) -
     for pk in delivery_ids:
         try:
             # A broker outage is recorded and must not break the poll: the sweep sends it later.
-            broker.send(lambda pk=pk: enqueue_delivery(pk), f"sending delivery {pk}")
+            broker.send(functools.partial(enqueue_delivery, pk), f"sending delivery {pk}")
         except Exception:
             log.exception("could not enqueue delivery %s", pk)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from tests.helpers import free_port, wait_for_port
@@ -56,3 +57,16 @@ def own_redis() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         if proc.poll() is None:
             proc.kill()
         proc.wait(timeout=10)
+
+
+def filesystem_broker_options(root: Path) -> dict[str, str]:
+    """Transport options of an embedded (filesystem) broker under `root/broker/`, folders made."""
+    folders = {name: root / "broker" / name for name in ("in", "processed", "control")}
+    for folder in folders.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(folders["in"]),
+        "data_folder_out": str(folders["in"]),
+        "processed_folder": str(folders["processed"]),
+        "control_folder": str(folders["control"]),
+    }

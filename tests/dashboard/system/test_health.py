@@ -27,7 +27,7 @@ from dashboard.teams.models import ApiToken, Membership
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob
 from tests.conftest import make_envelope_log
-from tests.dashboard.system.outage_helpers import celery_broker, own_redis
+from tests.dashboard.system.outage_helpers import celery_broker, filesystem_broker_options, own_redis
 from tests.helpers import free_port, wait_until
 
 pytestmark = pytest.mark.django_db
@@ -160,15 +160,7 @@ def test_queue_depths_of_a_real_redis_broker_and_its_outage(client, team, settin
 
 
 def test_queue_depths_of_the_embedded_filesystem_broker(client, team, settings, tmp_path):
-    folders = {name: tmp_path / "broker" / name for name in ("in", "processed", "control")}
-    for folder in folders.values():
-        folder.mkdir(parents=True)
-    options = {
-        "data_folder_in": str(folders["in"]),
-        "data_folder_out": str(folders["in"]),
-        "processed_folder": str(folders["processed"]),
-        "control_folder": str(folders["control"]),
-    }
+    options = filesystem_broker_options(tmp_path)
     settings.REDIS_URL = None
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = options
     _, plaintext = ApiToken.issue(team, "monitoring")
@@ -201,14 +193,7 @@ def test_a_worker_that_cannot_reach_the_database_shows_on_the_health_page(
     queue = f"health-{os.getpid()}"
     options: dict[str, str] = {}
     if not settings.REDIS_URL:  # the embedded broker lives under the worker's VAR_DIR
-        for name in ("in", "processed", "control"):
-            (tmp_path / "broker" / name).mkdir(parents=True, exist_ok=True)
-        options = {
-            "data_folder_in": str(tmp_path / "broker" / "in"),
-            "data_folder_out": str(tmp_path / "broker" / "in"),
-            "processed_folder": str(tmp_path / "broker" / "processed"),
-            "control_folder": str(tmp_path / "broker" / "control"),
-        }
+        options = filesystem_broker_options(tmp_path)
     hostname = f"no-db-{os.getpid()}@test"
     command = [sys.executable, "-m", "celery", "-A", "config", "worker", "-Q", queue, "--pool", "threads"]
     command += ["--concurrency", "1", "--hostname", hostname, "--without-mingle", "--without-gossip"]
