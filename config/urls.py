@@ -14,4 +14,8 @@ urlpatterns = [
     path("", include("dashboard.teams.urls")),
     path("", include("dashboard.servers.urls")),
     path("", include("dashboard.alerts.urls")),
+    path("", include("dashboard.system.urls")),
 ]
+
+# A database or broker outage outside a view (a middleware) still answers 503, not 500.
+handler500 = "dashboard.system.middleware.server_error"

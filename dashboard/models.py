@@ -21,7 +21,7 @@ from dashboard.servers.models import (
     ToolsDocument,
     Transport,
 )
-from dashboard.system.models import WorkerHeartbeat
+from dashboard.system.models import OutageRecord, WorkerHeartbeat
 from dashboard.teams.models import ApiToken, Membership, Team
 
 __all__ = [
@@ -49,5 +49,6 @@ __all__ = [
     "Team",
     "ToolsDocument",
     "Transport",
+    "OutageRecord",
     "WorkerHeartbeat",
 ]

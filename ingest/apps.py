@@ -9,6 +9,8 @@ class IngestConfig(AppConfig):
         # Fidelity: judge and roll up each ingested batch; re-price rollups when prices change.
         from django.db.models.signals import post_delete, post_save
 
+        from dashboard.system import health
+        from ingest.capture.health import SOURCE as INGEST_HEALTH
         from ingest.capture.signals import calls_ingested
         from ingest.fidelity import costs, verdicts
         from ingest.fidelity.models import ModelPrice
@@ -20,3 +22,5 @@ class IngestConfig(AppConfig):
         post_delete.connect(
             costs.on_price_changed, sender=ModelPrice, dispatch_uid="ingest.fidelity.costs.delete"
         )
+        # The health page's ingest errors and expired leases.
+        health.register(INGEST_HEALTH)

@@ -6,6 +6,7 @@ routes in config/celery.py refer to them by name.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -13,6 +14,7 @@ from celery import Task, shared_task
 
 from dashboard.alerts.budgets import expire_silences
 from dashboard.alerts.notify.delivery import deliver, sweep_pending
+from dashboard.system import broker
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +36,9 @@ def on_deliveries_created(sender: Any, delivery_ids: list[int], **kwargs: Any) -
     """Receiver of `deliveries_created` (connected in DashboardConfig.ready)."""
     for pk in delivery_ids:
         try:
-            enqueue_delivery(pk)
-        except Exception:  # a broker outage must not break the poll; the sweep retries later
+            # A broker outage is recorded and must not break the poll: the sweep sends it later.
+            broker.send(functools.partial(enqueue_delivery, pk), f"sending delivery {pk}")
+        except Exception:
             log.exception("could not enqueue delivery %s", pk)
 
 

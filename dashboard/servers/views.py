@@ -11,7 +11,6 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
-from django.db import transaction
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -29,6 +28,7 @@ from dashboard.servers.models import McpServer
 from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
 from dashboard.servers.selectors import HistoryPoint
 from dashboard.servers.tasks import poll_server_task
+from dashboard.system import broker
 from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.access import Action, allowed, get_team_for_user, require, role_in
 from dashboard.teams.models import Team
@@ -260,6 +260,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
     team, server = _get_server_for_user(request, team_slug, code)
     require(request, team, server.poll_action)
     requested = timezone.now()
+    sent = True
     if server.is_polling:
         messages.info(request, f"{server.name} is already being polled.")
     else:
@@ -270,10 +271,22 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
                 "finished (its worker stopped); polling again.",
             )
         # After commit, so the worker never looks for state this request has not written yet.
-        transaction.on_commit(lambda: poll_server_task.delay(server.pk, "manual"))
-    pending = pending_token(server, requested)
+        sent = (
+            broker.send_on_commit(
+                lambda: poll_server_task.delay(server.pk, "manual"), f"poll now of server {server.pk}"
+            ).ok
+            is not False
+        )
+    if not sent:
+        messages.error(
+            request,
+            f"The task queue (broker) is unavailable, so the poll of {server.name} was not sent. Try "
+            "again in a minute; scheduled polls resume when it answers again.",
+        )
+    pending = pending_token(server, requested) if sent else ""
     if not wants_fragment(request):
-        messages.success(request, f"Poll of {server.name} requested.")
+        if sent:
+            messages.success(request, f"Poll of {server.name} requested.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
     if request.GET.get("from") == "overview":
         params = request.GET.copy()

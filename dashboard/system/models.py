@@ -58,3 +58,29 @@ class WorkerHeartbeat(models.Model):
             consumed.update(queues or ())
         unconsumed = tuple(q for q in WORK_QUEUES if q not in consumed) if alive else ()
         return WorkerStatus(last_seen=last_seen, alive=alive, unconsumed=unconsumed)
+
+
+class OutageRecord(models.Model):
+    """What one process counted of one kind of outage (broker or database), as it last wrote it.
+
+    dashboard.system.outages writes a process's counts to every store that does not depend on the
+    failing part: a broker outage lands here (the database is another service), a database outage
+    in Redis and in a file under VAR_DIR. One row per process and kind; the count only grows.
+    """
+
+    source = models.CharField(max_length=255, help_text="host:pid of the process that counted")
+    kind = models.CharField(max_length=20)
+    count = models.PositiveIntegerField(default=0)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    message = models.TextField(blank=True)
+    where = models.CharField(max_length=200, blank=True, help_text="What was being done")
+
+    class Meta:
+        ordering = ["-last_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["source", "kind"], name="one_outage_record_per_source")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} x{self.count} from {self.source}"

@@ -15,6 +15,7 @@ from typing import Any
 from celery import shared_task
 from django.db import connection
 
+from dashboard.system import outages
 from dashboard.system.models import HEARTBEAT_EVERY, WorkerHeartbeat
 
 logger = logging.getLogger(__name__)
@@ -41,13 +42,28 @@ def announce_worker(sender: Any = None, **kwargs: Any) -> None:
         while True:
             try:
                 WorkerHeartbeat.beat(hostname, queues)
-            except Exception:  # the database may be down or not migrated yet: try again next time
-                logger.warning("could not record the worker's heartbeat", exc_info=True)
+            except Exception as exc:  # the database may be down or not migrated yet: try again next time
+                if outages.record_exception(exc, f"heartbeat of {hostname}") is None:
+                    logger.warning("could not record the worker's heartbeat", exc_info=True)
             finally:
                 connection.close()
             time.sleep(HEARTBEAT_EVERY)
 
     threading.Thread(target=beat_forever, name="mcp-tax-heartbeat", daemon=True).start()
+
+
+def on_task_trouble(sender: Any = None, **kwargs: Any) -> None:
+    """Receiver of Celery's `task_failure` and `task_retry`: a task that failed (or retries) because
+    the database or the broker is down is recorded as that outage, so the health page shows what
+    the worker saw. Never raises: a signal handler must not take the worker down."""
+    exc = kwargs.get("exception") or kwargs.get("reason")
+    if not isinstance(exc, BaseException):
+        return
+    name = getattr(sender, "name", None) or getattr(getattr(kwargs.get("request"), "task", None), "name", "")
+    try:
+        outages.record_exception(exc, f"task {name or 'unknown'}")
+    except Exception:
+        logger.exception("could not record the outage a task ran into")
 
 
 @shared_task(name="dashboard.tasks.worker_heartbeat", ignore_result=True, bind=True)

@@ -44,6 +44,7 @@ class Action(StrEnum):
     MANAGE_TOKENS = "manage_tokens"
     MANAGE_CAPTURE_SETTINGS = "manage_capture_settings"
     MANAGE_MEMBERS = "manage_members"
+    VIEW_HEALTH = "view_health"
 
 
 MATRIX: dict[Action, Role] = {
@@ -73,6 +74,8 @@ MATRIX: dict[Action, Role] = {
     # once one does.
     Action.MANAGE_CAPTURE_SETTINGS: Role.ADMIN,
     Action.MANAGE_MEMBERS: Role.OWNER,
+    # The operator's view: worker hosts, queue depths, database and broker error messages.
+    Action.VIEW_HEALTH: Role.ADMIN,
 }
 
 DESCRIPTIONS: dict[Action, str] = {
@@ -98,6 +101,7 @@ DESCRIPTIONS: dict[Action, str] = {
     Action.MANAGE_TOKENS: "Create or revoke an API token",
     Action.MANAGE_CAPTURE_SETTINGS: "Change the capture settings (no page yet: Django admin, staff)",
     Action.MANAGE_MEMBERS: "Add or remove members, change roles (no page yet: Django admin, staff)",
+    Action.VIEW_HEALTH: "See the health page (workers, queues, outages, the team's errors and stale leases)",
 }
 
 

@@ -29,7 +29,7 @@ from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
 from ingest.capture.pipeline.limits import Gunzip, GzipError, InputTooLarge
-from ingest.capture.tasks import run_ingest_job
+from ingest.capture.tasks import enqueue_job, queued_for_sweep_message
 from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
@@ -69,6 +69,8 @@ class IngestJobOut(Schema):
     error: str
     attempts: int
     retry_at: datetime | None
+    # Set when the job is saved but no worker could be told (the broker is down): when it will run.
+    note: str = ""
     created: datetime
     finished: datetime | None
     url: str
@@ -195,7 +197,9 @@ def _too_large(limit: int) -> JsonResponse:
     "`Content-Type: application/gzip`. Limits: INGEST_API_MAX_BYTES per body (413) and "
     "INGEST_API_RATE_PER_MINUTE requests per token (429 with Retry-After). By default the batch is "
     "ingested before the response, which carries the counts; `?wait=false` queues it (202) and the "
-    "counts come from `GET /api/v1/ingest/{code}`.",
+    "counts come from `GET /api/v1/ingest/{code}` (with the broker down the job is still saved: "
+    "202, and `note` says when the sweep starts it). With the cache (Redis) or the database down "
+    "the answer is 503 with Retry-After.",
 )
 def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse | Status[IngestJob]:
     rate = settings.INGEST_API_RATE_PER_MINUTE
@@ -245,12 +249,14 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
             storage_name=stored,
             size=upload.written,
             format=params.format,
-            enqueue=None if params.wait else run_ingest_job.delay,
         )
     except BaseException:
         upload.discard()  # no job owns the file: it must not outlive the request
         raise
     if not params.wait:
+        # Saved either way: with the broker down the answer still says 202, and when it runs.
+        if enqueue_job(job).ok is False:
+            job.note = queued_for_sweep_message()  # type: ignore[attr-defined]  # read by IngestJobOut
         return Status(202, job)
     pipeline.run_job(job.pk)
     job.refresh_from_db()

@@ -6,8 +6,12 @@ and the routes and beat schedule in ``config/celery.py`` use them (all routed to
 
 from __future__ import annotations
 
-from celery import shared_task
+import math
 
+from celery import shared_task
+from django.conf import settings
+
+from dashboard.system import broker
 from ingest.capture import pipeline, retention, watch
 from ingest.capture.models import IngestJob
 
@@ -30,6 +34,26 @@ def run_ingest_job(job_id: int) -> str:
     if failed_now and job.retry_at is not None and not run_ingest_job.app.conf.task_always_eager:
         run_ingest_job.apply_async((job_id,), eta=job.retry_at)
     return str(job.status)
+
+
+def enqueue_job(job: IngestJob) -> broker.Sent:
+    """Send the job to a worker once the transaction commits. With the broker down the job stays
+    saved and queued (the outage recorded): `resume_stalled_jobs` starts it later."""
+    return broker.send_on_commit(lambda: run_ingest_job.delay(job.pk), f"queueing ingest job {job.pk}")
+
+
+def sweep_minutes() -> int:
+    """At most how long a queued job whose message never left waits for the sweep: a queued job
+    counts as stalled after 5 leases, and the sweep runs every minute."""
+    return math.ceil(5 * settings.INGEST_JOB_LEASE_SECONDS / 60) + 1
+
+
+def queued_for_sweep_message() -> str:
+    return (
+        "The task queue (broker) is unavailable, so no worker was told yet: the job is saved and "
+        f"queued, and the stalled-job sweep starts it within about {sweep_minutes()} minutes of the "
+        "queue answering again."
+    )
 
 
 @shared_task(name="ingest.tasks.resume_stalled_jobs", ignore_result=True)

@@ -22,13 +22,14 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
+from dashboard.system import broker
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
 from ingest.capture import pipeline, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.capture.storage import open_stored
-from ingest.capture.tasks import run_ingest_job, scan_watched_folders
+from ingest.capture.tasks import enqueue_job, queued_for_sweep_message, scan_watched_folders
 from ingest.capture.uploads import IngestUploadHandler, SpooledUpload
 
 logger = logging.getLogger(__name__)
@@ -129,10 +130,13 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
             size=spooled.size,
             format=form.cleaned_data["format"],
             user=request.user,
-            enqueue=run_ingest_job.delay,
         )
+        sent = enqueue_job(job)
     handler.kept = True  # committed: the job owns the file now
-    messages.success(request, f"{spooled.name} uploaded; it is being ingested.")
+    if sent.ok is False:  # saved all the same: never a 500 for an upload that is kept
+        messages.warning(request, f"{spooled.name} uploaded. {queued_for_sweep_message()}")
+    else:
+        messages.success(request, f"{spooled.name} uploaded; it is being ingested.")
     return redirect("ingest_job", team_slug=team.slug, code=job.code)
 
 
@@ -292,8 +296,17 @@ def watched_folder_toggle(request: HtmxHttpRequest, team_slug: str, folder_id: i
 @require_POST
 def watched_folder_scan(request: HtmxHttpRequest, team_slug: str, folder_id: int) -> HttpResponse:
     folder = _get_folder_for_admin(request, team_slug, folder_id)
-    transaction.on_commit(lambda: scan_watched_folders.delay(folder.pk))
-    messages.success(request, f"Scan of {folder.path} requested.")
+    sent = broker.send_on_commit(
+        lambda: scan_watched_folders.delay(folder.pk), f"scan of watched folder {folder.pk}"
+    )
+    if sent.ok is not False:
+        messages.success(request, f"Scan of {folder.path} requested.")
+    else:
+        messages.error(
+            request,
+            "The task queue (broker) is unavailable, so the scan was not requested; the folder is "
+            "scanned every 10 s once it answers again.",
+        )
     return redirect("ingest_watch", team_slug=folder.team.slug)
 
 

@@ -24,6 +24,7 @@ from django.views.decorators.http import require_POST
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page
 from dashboard.servers.models import McpServer
 from dashboard.servers.selectors import normalize_sort, sort_columns
+from dashboard.system import broker
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkContent, ToolCall
@@ -188,6 +189,14 @@ def server_unused_tools(request: HtmxHttpRequest, team_slug: str, code: UUID) ->
 # --- reference documents -----------------------------------------------------------------------------
 
 
+def _send_rejudge(document_id: int) -> None:
+    """Hand the re-judging to a worker; with the broker down (recorded) do it here instead, since
+    nothing would send it later."""
+    where = f"re-judging for reference document {document_id}"
+    if not broker.send(lambda: rejudge_document_task.delay(document_id), where):
+        rejudge_document_task(document_id)
+
+
 def _rejudge_inline(team: Team) -> bool:
     return BulkContent.objects.filter(team=team).count() <= INLINE_REJUDGE_MAX_CONTENTS
 
@@ -216,7 +225,7 @@ def _register(
     else:
         return None
     if created and not inline:
-        queue_rejudge(document, rejudge_document_task.delay)
+        queue_rejudge(document, _send_rejudge)
     if created:
         rejudged = (
             f"{document.rejudged} verdict(s) recomputed"

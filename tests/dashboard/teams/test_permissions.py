@@ -278,6 +278,9 @@ TABLE: dict[str, list[Case]] = {
     ],
     # -- team settings
     "team_settings": [Case("GET", SEE)],
+    # Worker hosts, queue depths and outage messages: operator information (staff too, see
+    # tests/dashboard/system/test_health.py).
+    "team_health": [Case("GET", "admin")],
     "create_api_token": [
         Case(
             "POST",

@@ -65,6 +65,9 @@ API: dict[str, ApiCase] = {
     "api:ingest_status": ApiCase("GET", lambda w: f"/api/v1/ingest/{w.job.code}", foreign="404"),
     "api:agents": ApiCase("GET", lambda w: "/api/v1/agents"),
     "api:fidelity_summary": ApiCase("GET", lambda w: "/api/v1/fidelity"),
+    # Public: the overall status alone; a token adds the details of its own team
+    # (tests/dashboard/system/test_health.py).
+    "api:health_view": ApiCase("GET", lambda w: "/api/v1/health", public=200),
 }
 
 

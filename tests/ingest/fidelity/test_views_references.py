@@ -39,6 +39,29 @@ def test_a_big_team_re_judges_a_new_reference_on_the_worker(
     assert ReferenceDocument.objects.get(team=team, name="notes.txt").rejudged == 1
 
 
+def test_with_the_broker_down_a_new_reference_is_re_judged_in_the_request(
+    alice_client, fidelity_team, monkeypatch, django_capture_on_commit_callbacks, settings, tmp_path
+):
+    from dashboard.system.models import OutageRecord
+    from tests.dashboard.system.outage_helpers import celery_broker, closed_redis_url
+
+    settings.VAR_DIR = tmp_path  # this test's outage files
+    monkeypatch.setattr(fidelity_views, "INLINE_REJUDGE_MAX_CONTENTS", 0)
+    team = fidelity_team
+    url = reverse("fidelity_references", args=[team.slug])
+    upload = SimpleUploadedFile("notes.txt", UNRELATED.encode(), content_type="text/plain")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = alice_client.post(url, {"action": "upload", "file": upload, "name": ""})
+    assert response.status_code == 302 and len(callbacks) == 1
+    # The commit finds no broker: the outage is recorded and the verdicts are recomputed here,
+    # since nothing would send the task later.
+    with celery_broker(closed_redis_url()):
+        callbacks[0]()
+    document = ReferenceDocument.objects.get(team=team, name="notes.txt")
+    assert pasted_argument(team, "unverifiable").verdict == "exact" and document.rejudged == 1
+    assert OutageRecord.objects.get(kind="broker").where == f"re-judging for reference document {document.pk}"
+
+
 def test_reference_documents_page_lists_matches_and_registers(alice_client, fidelity_team, settings):
     team = fidelity_team
     url = reverse("fidelity_references", args=[team.slug])
