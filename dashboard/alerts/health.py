@@ -7,7 +7,7 @@ from datetime import datetime
 from django.db.models import Count, Min
 from django.urls import reverse
 
-from dashboard.alerts.notify.delivery import LOCK_STALE_AFTER
+from dashboard.alerts.notify.delivery import lock_stale_after
 from dashboard.alerts.notify.models import AttemptStatus, Delivery, Notification
 from dashboard.system.health import ErrorSummary, Source, StaleLease, Teams
 
@@ -35,7 +35,7 @@ def delivery_errors(teams: Teams, since: datetime) -> ErrorSummary | None:
 
 def stale_deliveries(teams: Teams, now: datetime) -> list[StaleLease]:
     locked = Delivery.objects.filter(
-        channel__team__in=teams, processed=None, locked_at__lt=now - LOCK_STALE_AFTER
+        channel__team__in=teams, processed=None, locked_at__lt=now - lock_stale_after()
     ).select_related("channel", "channel__team")
     return [
         StaleLease(

@@ -18,7 +18,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.notify.delivery import LOCK_STALE_AFTER, create_test_delivery
+from dashboard.alerts.notify.delivery import create_test_delivery, lock_stale_after
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery
 from dashboard.servers.models import McpServer, Transport, poll_lock_stale_after
 from dashboard.system import outages
@@ -60,7 +60,7 @@ def _stale_leases(team, alice):
     )
     channel = Channel.objects.create(team=team, name="ops", kind=ChannelKind.EMAIL, config={"to": ["o@x.io"]})
     delivery = create_test_delivery(channel)
-    Delivery.objects.filter(pk=delivery.pk).update(locked_at=now - LOCK_STALE_AFTER - timedelta(minutes=1))
+    Delivery.objects.filter(pk=delivery.pk).update(locked_at=now - lock_stale_after() - timedelta(minutes=1))
     job = pipeline.ingest_bytes(
         team, make_envelope_log(1), source=IngestJob.Source.UPLOAD, filename="cap.jsonl", run=False
     )
