@@ -239,6 +239,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Domain settings.
 TOKEN_ENCODINGS = env_list("TOKEN_ENCODINGS", ["cl100k_base"])
 DEFAULT_CONTEXT_WINDOW = env_int("DEFAULT_CONTEXT_WINDOW", 200_000)
+# Days an invite link (e-mailed or copied) stays valid; each link works once.
+INVITE_LINK_DAYS = env_int("INVITE_LINK_DAYS", 7)
 POLL_DEFAULT_INTERVAL_SECONDS = env_int("POLL_DEFAULT_INTERVAL_SECONDS", 900)
 POLL_CONNECT_TIMEOUT = env_float("POLL_CONNECT_TIMEOUT", 10.0)
 POLL_TOTAL_TIMEOUT = env_float("POLL_TOTAL_TIMEOUT", 60.0)
