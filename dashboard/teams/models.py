@@ -208,6 +208,7 @@ class Invite(models.Model):
         """Create an invite valid for `days`; return the row and the plaintext token (never stored)."""
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
+        now = timezone.now()
         invite = cls.objects.create(
             team=team,
             role=role,
@@ -215,7 +216,8 @@ class Invite(models.Model):
             key_id=key_id,
             secret_hash=_hash_secret(secret),
             created_by=created_by,
-            expires_at=timezone.now() + timedelta(days=days),
+            created=now,
+            expires_at=now + timedelta(days=days),
         )
         return invite, f"{key_id}_{secret}"
 
