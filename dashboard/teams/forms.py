@@ -42,12 +42,12 @@ class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Membership.Role.choices)
 
 
-class SignupForm(UserCreationForm):  # type: ignore[type-arg]
+class SignupForm(UserCreationForm):
     """A new account made on an invite's page: username, optional e-mail, password twice (checked by
     AUTH_PASSWORD_VALIDATORS)."""
 
     email = forms.EmailField(required=False, help_text="Optional; where invites and alerts can reach you.")
 
-    class Meta(UserCreationForm.Meta):  # type: ignore[name-defined,misc]
+    class Meta(UserCreationForm.Meta):
         model = User
         fields = ("username", "email")
