@@ -4,7 +4,7 @@ from dashboard.alerts.models import Alert, Threshold
 from dashboard.alerts.notify.models import Channel, Delivery, Notification, NotificationEvent
 from dashboard.servers.models import McpServer, PollRun, Snapshot, SnapshotTool, Stack, ToolsDocument
 from dashboard.system.models import WorkerHeartbeat
-from dashboard.teams.models import ApiToken, Membership, Team
+from dashboard.teams.models import ApiToken, Invite, Membership, Team
 
 
 class MembershipInline(admin.TabularInline[Membership, Team]):
@@ -37,6 +37,27 @@ class ApiTokenAdmin(admin.ModelAdmin[ApiToken]):
     # The hash is useless to an operator and the secret is never stored.
     exclude = ["secret_hash"]
     readonly_fields = ["key_id", "created", "last_used_at"]
+
+
+@admin.register(Invite)
+class InviteAdmin(admin.ModelAdmin[Invite]):
+    list_display = [
+        "team",
+        "role",
+        "email",
+        "key_id",
+        "created_by",
+        "created",
+        "expires_at",
+        "accepted_by",
+        "revoked_at",
+    ]
+    list_filter = ["team", "role"]
+    search_fields = ["email", "key_id", "team__name"]
+    # Only the hash of the link's secret is stored, and it is useless to an operator.
+    exclude = ["secret_hash"]
+    readonly_fields = ["key_id", "created", "accepted_at", "accepted_by", "revoked_by"]
+    raw_id_fields = ["created_by"]
 
 
 @admin.register(WorkerHeartbeat)

@@ -22,7 +22,7 @@ from dashboard.servers.models import (
     Transport,
 )
 from dashboard.system.models import OutageRecord, WorkerHeartbeat
-from dashboard.teams.models import ApiToken, Membership, Team
+from dashboard.teams.models import ApiToken, Invite, Membership, Team
 
 __all__ = [
     "Alert",
@@ -34,6 +34,7 @@ __all__ = [
     "Delivery",
     "DeliveryStatus",
     "EventKind",
+    "Invite",
     "Notification",
     "NotificationEvent",
     "Level",

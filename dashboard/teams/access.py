@@ -11,7 +11,7 @@ from django.http import Http404, HttpRequest
 from django.shortcuts import get_object_or_404
 
 from dashboard.teams.models import Team
-from dashboard.teams.permissions import Action, allows, capabilities
+from dashboard.teams.permissions import Action, allows, capabilities, membership_actions
 
 __all__ = [
     "Action",
@@ -20,6 +20,7 @@ __all__ = [
     "default_team_for_user",
     "get_team_for_user",
     "require",
+    "require_membership_change",
     "role_in",
 ]
 
@@ -40,6 +41,13 @@ def require(request: HttpRequest, team: Team, action: Action) -> None:
     """Raise 404 unless the user's role in `team` permits `action`."""
     if not allowed(request, team, action):
         raise Http404(f"Your role in this team cannot {action.value.replace('_', ' ')}")
+
+
+def require_membership_change(request: HttpRequest, team: Team, *roles: str) -> None:
+    """Raise 404 unless the user may change memberships or invites that have (or get) `roles`:
+    MANAGE_MEMBERS, and MANAGE_OWNERS when the owner role is one of them."""
+    for action in membership_actions(*roles):
+        require(request, team, action)
 
 
 def get_team_for_user(request: HttpRequest, slug: str, action: Action = Action.VIEW) -> Team:

@@ -25,6 +25,8 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         "nav_teams": teams,
         "nav_team": current,
         "nav_active_alerts": active_alerts,
+        # The team switcher marks "Create a team" instead of a team on the page that does it.
+        "nav_creating": bool(match and match.url_name == "team_create"),
         # What the user's role in the page's team permits (dashboard.teams.permissions), so a page
         # hides the controls the server would refuse: `{% if can.manage_budgets %}`.
         "can": capabilities_for(request, current),

@@ -1,7 +1,12 @@
 from __future__ import annotations
 
-from django import forms
+from typing import Any
 
+from django import forms
+from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.models import User
+
+from dashboard.teams.models import Membership
 from dashboard.teams.validators import validate_name
 
 
@@ -9,3 +14,40 @@ class ApiTokenForm(forms.Form):
     name = forms.CharField(
         max_length=100, validators=[validate_name], help_text="e.g. the CI job that will use it"
     )
+
+
+class TeamForm(forms.Form):
+    name = forms.CharField(
+        max_length=100, validators=[validate_name], help_text="e.g. Platform, or your company"
+    )
+
+
+def role_choices(*, with_owner: bool) -> list[tuple[str, str]]:
+    """The roles an inviter or role-changer may hand out: the owner role only with MANAGE_OWNERS."""
+    return [(v, label) for v, label in Membership.Role.choices if with_owner or v != Membership.Role.OWNER]
+
+
+class InviteForm(forms.Form):
+    role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
+    email = forms.EmailField(
+        required=False, help_text="Leave empty for a link you hand on yourself (chat, a ticket)."
+    )
+
+    def __init__(self, *args: Any, with_owner: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["role"].choices = role_choices(with_owner=with_owner)  # type: ignore[attr-defined]
+
+
+class RoleForm(forms.Form):
+    role = forms.ChoiceField(choices=Membership.Role.choices)
+
+
+class SignupForm(UserCreationForm):
+    """A new account made on an invite's page: username, optional e-mail, password twice (checked by
+    AUTH_PASSWORD_VALIDATORS)."""
+
+    email = forms.EmailField(required=False, help_text="Optional; where invites and alerts can reach you.")
+
+    class Meta(UserCreationForm.Meta):
+        model = User
+        fields = ("username", "email")

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -170,3 +171,100 @@ class ApiToken(models.Model):
     @property
     def display(self) -> str:
         return f"{TOKEN_PREFIX}_{self.key_id}_…"
+
+
+class InviteQuerySet(models.QuerySet["Invite"]):
+    def pending(self) -> InviteQuerySet:
+        """Neither used nor revoked, and not expired yet."""
+        return self.filter(accepted_at__isnull=True, revoked_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class Invite(models.Model):
+    """A single-use invitation to join a team with a role, sent by e-mail or handed on as a link.
+
+    Like an API token, only a sha256 of the secret is stored: the link (`/invite/<key_id>_<secret>/`)
+    is shown once to the inviter and sent once by e-mail, never again. Accepting, revoking and expiry
+    are timestamps, so the row stays as the record of who invited whom and who joined.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        ACCEPTED = "accepted", "Used"
+        REVOKED = "revoked", "Revoked"
+        EXPIRED = "expired", "Expired"
+
+    team = models.ForeignKey(Team, models.CASCADE, related_name="invites")
+    role = models.CharField(max_length=10, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+    # Empty for a link handed on by hand; the address the link was sent to otherwise.
+    email = models.EmailField(blank=True)
+    key_id = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    objects = InviteQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.team} as {self.role} ({self.email or 'link'}, {self.status})"
+
+    @classmethod
+    def issue(
+        cls, team: Team, role: str, *, days: int, email: str = "", created_by: User | None = None
+    ) -> tuple[Invite, str]:
+        """Create an invite valid for `days`; return the row and the plaintext token (never stored)."""
+        key_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        now = timezone.now()
+        invite = cls.objects.create(
+            team=team,
+            role=role,
+            email=email,
+            key_id=key_id,
+            secret_hash=_hash_secret(secret),
+            created_by=created_by,
+            created=now,
+            expires_at=now + timedelta(days=days),
+        )
+        return invite, f"{key_id}_{secret}"
+
+    @classmethod
+    def find(cls, plaintext: str) -> Invite | None:
+        """The invite a token names, whatever its status; None for a token that names none."""
+        key_id, sep, secret = plaintext.strip().partition("_")
+        if not sep or not secret:
+            return None
+        invite: Invite | None = cls.objects.select_related("team").filter(key_id=key_id).first()
+        if invite is None or not hmac.compare_digest(invite.secret_hash, _hash_secret(secret)):
+            return None
+        return invite
+
+    @property
+    def status(self) -> str:
+        if self.accepted_at is not None:
+            return self.Status.ACCEPTED
+        if self.revoked_at is not None:
+            return self.Status.REVOKED
+        if self.expires_at <= timezone.now():
+            return self.Status.EXPIRED
+        return self.Status.PENDING
+
+    def get_status_display(self) -> str:
+        return str(self.Status(self.status).label)
+
+    @property
+    def display(self) -> str:
+        return f"{self.key_id}_…"

@@ -45,6 +45,8 @@ class Action(StrEnum):
     MANAGE_CAPTURE_SETTINGS = "manage_capture_settings"
     MANAGE_MEMBERS = "manage_members"
     VIEW_HEALTH = "view_health"
+    MANAGE_OWNERS = "manage_owners"
+    LEAVE_TEAM = "leave_team"
 
 
 MATRIX: dict[Action, Role] = {
@@ -70,10 +72,17 @@ MATRIX: dict[Action, Role] = {
     Action.REMOVE_REFERENCE: Role.ADMIN,
     Action.MANAGE_PRICES: Role.ADMIN,
     Action.MANAGE_TOKENS: Role.ADMIN,
-    # No page edits these two yet (Django's admin site does, for staff); the rows say who may
-    # once one does.
+    # No page edits these yet (Django's admin site does, for staff); the row says who may once
+    # one does.
     Action.MANAGE_CAPTURE_SETTINGS: Role.ADMIN,
-    Action.MANAGE_MEMBERS: Role.OWNER,
+    # Invite (by e-mail or link), revoke an invite, change a role, remove a member: admin work,
+    # as long as no owner is involved (see the next row).
+    Action.MANAGE_MEMBERS: Role.ADMIN,
+    # Anything that gives, takes or touches the owner role: inviting an owner, making someone an
+    # owner, changing or removing an owner. A team always keeps at least one owner.
+    Action.MANAGE_OWNERS: Role.OWNER,
+    # Anyone may leave a team, except its last owner.
+    Action.LEAVE_TEAM: Role.VIEWER,
     # The operator's view: worker hosts, queue depths, database and broker error messages.
     Action.VIEW_HEALTH: Role.ADMIN,
 }
@@ -100,7 +109,11 @@ DESCRIPTIONS: dict[Action, str] = {
     Action.MANAGE_PRICES: "Add, edit, override or delete the team's prices",
     Action.MANAGE_TOKENS: "Create or revoke an API token",
     Action.MANAGE_CAPTURE_SETTINGS: "Change the capture settings (no page yet: Django admin, staff)",
-    Action.MANAGE_MEMBERS: "Add or remove members, change roles (no page yet: Django admin, staff)",
+    Action.MANAGE_MEMBERS: "Invite people (by e-mail or link) as admin, member or viewer, revoke an "
+    "invite, change the role of or remove an admin, member or viewer",
+    Action.MANAGE_OWNERS: "Invite an owner, make someone an owner, change or remove an owner "
+    "(never the last one)",
+    Action.LEAVE_TEAM: "Leave the team (not its last owner)",
     Action.VIEW_HEALTH: "See the health page (workers, queues, outages, the team's errors and stale leases)",
 }
 
@@ -110,6 +123,15 @@ def allows(role: str | None, action: Action) -> bool:
     if role is None or role not in RANK:
         return False
     return RANK[Role(role)] >= RANK[MATRIX[action]]
+
+
+def membership_actions(*roles: str) -> list[Action]:
+    """What changing memberships that have (or get) `roles` takes: MANAGE_MEMBERS, and MANAGE_OWNERS
+    as well when one of them is the owner role."""
+    actions = [Action.MANAGE_MEMBERS]
+    if Role.OWNER in roles:
+        actions.append(Action.MANAGE_OWNERS)
+    return actions
 
 
 def server_edit_action(*, owned: bool, stdio: bool) -> Action:

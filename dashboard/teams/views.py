@@ -1,4 +1,4 @@
-"""Team pages: the landing redirect, team settings (members, API tokens)."""
+"""Team pages: the landing redirect, team settings (API tokens; members are in member_views)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from dashboard.teams.models import ApiToken
 def home(request: HtmxHttpRequest) -> HttpResponse:
     team = default_team_for_user(request)
     if team is None:
-        return render(request, "teams/no_team.html")
+        # A first login (a fresh superuser, an account whose last team is gone): make one.
+        return redirect("team_create")
     return redirect("team_overview", team_slug=team.slug)
 
 
@@ -29,7 +30,7 @@ def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = {
         "team": team,
-        "memberships": selectors.memberships(team),
+        "member_count": team.memberships.count(),
         "tokens": selectors.api_tokens(team),
     }
     return render(request, "teams/settings.html", ctx)

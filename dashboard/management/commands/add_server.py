@@ -6,8 +6,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard import outbound
+from dashboard.management.team_option import command_team
 from dashboard.servers.models import McpServer, Transport
-from dashboard.teams.models import Team
 
 
 class Command(BaseCommand):
@@ -22,7 +22,9 @@ class Command(BaseCommand):
             help="Streamable HTTP endpoint, e.g. https://mcp.example.com/mcp (inward addresses need OUTBOUND_ALLOW_NETWORKS)",
         )
         how.add_argument("--sse", help="Legacy SSE endpoint")
-        parser.add_argument("--team", help="Team slug (default: the only team)")
+        parser.add_argument(
+            "--team", help="Team slug (default: the only team; with none, a new team named default)"
+        )
         parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for a stdio server")
         parser.add_argument("--header", action="append", default=[], help="Name: value for an HTTP server")
         parser.add_argument("--cwd", default="")
@@ -30,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        team = _team(opts["team"])
+        team = command_team(self, opts["team"], as_json=opts["json"])
         if McpServer.objects.filter(team=team, name=opts["name"]).exists():
             raise CommandError(f"team {team.slug} already has a server named {opts['name']!r}")
         fields = {"cwd": opts["cwd"]}
@@ -67,15 +69,3 @@ def _pair(text: str, sep: str, flag: str) -> tuple[str, str]:
         raise CommandError(f"{flag} expects NAME{sep}VALUE, got {text!r}")
     key, value = text.split(sep, 1)
     return key.strip(), value.strip()
-
-
-def _team(slug: str | None) -> Team:
-    if slug:
-        try:
-            return Team.objects.get(slug=slug)
-        except Team.DoesNotExist:
-            raise CommandError(f"no team with slug {slug!r}") from None
-    teams: list[Team] = list(Team.objects.all()[:2])
-    if len(teams) != 1:
-        raise CommandError("--team is required when there is not exactly one team")
-    return teams[0]

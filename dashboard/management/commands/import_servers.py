@@ -5,7 +5,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from dashboard.management.commands.add_server import _team
+from dashboard.management.team_option import command_team
 from dashboard.servers.config_import import SHELL, ConfigError, import_config_text
 
 
@@ -17,7 +17,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("file")
-        parser.add_argument("--team")
+        parser.add_argument(
+            "--team", help="Team slug (default: the only team; with none, a new team named default)"
+        )
         parser.add_argument("--stack", help="Name of the file's main stack (default: the file name)")
         parser.add_argument("--json", action="store_true")
 
@@ -30,7 +32,11 @@ class Command(BaseCommand):
         try:
             # Shell access to the deployment is more than any role: the command imports as an owner.
             imported = import_config_text(
-                _team(team), text, filename=path.name, stack_name=stack or "", importer=SHELL
+                command_team(self, team, as_json=opts["json"]),
+                text,
+                filename=path.name,
+                stack_name=stack or "",
+                importer=SHELL,
             )
         except ConfigError as exc:
             raise CommandError(f"{file}: {exc}") from None

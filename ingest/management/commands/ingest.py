@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dashboard.teams.models import Team
+from dashboard.management.team_option import command_team
 from ingest.capture.models import IngestJob
 from ingest.capture.pipeline import ingest_path
 from ingest.capture.pipeline.reading import UNKNOWN_FORMAT
@@ -24,7 +24,9 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("path")
         parser.add_argument("--format", default="auto", choices=["auto", *FORMATS])
-        parser.add_argument("--team", help="team slug (default: the only team)")
+        parser.add_argument(
+            "--team", help="team slug (default: the only team; with none, a new team named default)"
+        )
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
         parser.add_argument(
             "--max-bytes",
@@ -36,7 +38,7 @@ class Command(BaseCommand):
         path = Path(options["path"])
         if not path.is_file():
             raise CommandError(f"{path} is not a file")
-        team = self._team(options["team"])
+        team = command_team(self, options["team"], as_json=options["json"])
         job = ingest_path(team, path, format=options["format"], max_bytes=options["max_bytes"])
         failure = _failure(job)
         summary = {
@@ -73,18 +75,6 @@ class Command(BaseCommand):
                 self.stderr.write(job.error)
         if failure:
             raise CommandError(failure)
-
-    def _team(self, slug: str | None) -> Team:
-        if slug:
-            try:
-                team: Team = Team.objects.get(slug=slug)
-                return team
-            except Team.DoesNotExist:
-                raise CommandError(f"no team {slug!r}") from None
-        teams: list[Team] = list(Team.objects.all()[:2])
-        if len(teams) != 1:
-            raise CommandError("give --team SLUG (there is not exactly one team)")
-        return teams[0]
 
 
 def _failure(job: IngestJob) -> str:

@@ -19,7 +19,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from dashboard.alerts.models import Alert, Level, Measure, Threshold
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, Snapshot, Stack, Transport
-from dashboard.teams.models import ApiToken, Membership, Team
+from dashboard.teams.models import ApiToken, Invite, Membership, Team
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob, LineRecord, ToolCall, WatchedFolder
 from ingest.fidelity import references
@@ -59,6 +59,13 @@ class World:
     token_plaintext: str
     other_token_plaintext: str
     watch_root: Path
+    # Every membership of `team` by role, and "co-owner": a second owner, so that an owner may
+    # leave, be demoted or be removed without taking the team's last owner.
+    memberships: dict[str, Membership]
+    # A pending invite as member (its token is `invite_token`), and one as owner.
+    invite: Invite
+    invite_token: str
+    owner_invite: Invite
     extra: dict[str, Any] = field(default_factory=dict)
 
     def fresh(self, obj: Any) -> Any:
@@ -85,8 +92,10 @@ def _http_server(team: Team, role: str, owner: User) -> McpServer:
 def build_world(tmp_path: Path) -> World:
     team = Team.objects.create(name="Platform")
     users = {role: _user(role) for role in TEAM_ROLES}
-    for role, user in users.items():
-        Membership.objects.create(team=team, user=user, role=role)
+    memberships = {
+        role: Membership.objects.create(team=team, user=user, role=role) for role, user in users.items()
+    }
+    memberships["co-owner"] = Membership.objects.create(team=team, user=_user("co-owner"), role="owner")
     users["outsider"] = _user("outsider")
     other_team = Team.objects.create(name="Elsewhere")
     Membership.objects.create(team=other_team, user=users["outsider"], role="owner")
@@ -132,6 +141,8 @@ def build_world(tmp_path: Path) -> World:
     assert global_price is not None, "the seed migration's global prices are missing"
     token, plaintext = ApiToken.issue(team, "ci")
     _, other_plaintext = ApiToken.issue(other_team, "theirs")
+    invite, invite_token = Invite.issue(team, "member", days=7, created_by=users["admin"])
+    owner_invite, _ = Invite.issue(team, "owner", days=7, email="boss@example.com", created_by=users["owner"])
     return World(
         team=team,
         other_team=other_team,
@@ -156,6 +167,10 @@ def build_world(tmp_path: Path) -> World:
         token_plaintext=plaintext,
         other_token_plaintext=other_plaintext,
         watch_root=watch_root,
+        memberships=memberships,
+        invite=invite,
+        invite_token=invite_token,
+        owner_invite=owner_invite,
     )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -25,54 +24,22 @@ from dashboard.servers.models import McpServer
 from dashboard.teams.models import ApiToken
 from ingest.capture.models import IngestJob, WatchedFolder
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
+from tests.dashboard.teams.roles_cases import (
+    LOGIN,
+    MEMBERSHIP_TABLE,
+    PUBLIC,
+    RANK,
+    SEE,
+    Case,
+    Effect,
+    gone,
+    obj,
+    queued,
+    server,
+)
 from tests.dashboard.teams.roles_world import PRINCIPALS, World, build_world, url_names
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-RANK = {"viewer": 0, "member": 1, "admin": 2, "owner": 3}
-PUBLIC, LOGIN = "public", "login"  # anyone at all; any logged-in user, of any team or none
-
-Kwargs = Callable[[World], dict[str, Any]]
-Effect = Callable[[World, list[Any]], bool]
-
-
-@dataclass(frozen=True)
-class Case:
-    """One request: `least` is the least role it needs (or PUBLIC / LOGIN)."""
-
-    method: str
-    least: str
-    kwargs: Kwargs = lambda w: {"team_slug": w.team.slug}
-    data: Callable[[World], dict[str, Any]] = lambda w: {}
-    # Did the change happen? (for a POST; the captured on-commit callbacks are the queued tasks)
-    changed: Effect | None = None
-    query: str = ""
-    htmx: bool = False
-    # From this role up, a role below `least` is still answered normally (2xx/3xx) but the change
-    # is left undone: the stack import skips what the importer may not edit and says so, the
-    # server form refuses stdio with a form error. Below it: 404.
-    answered: str = ""
-    label: str = ""
-
-
-def team(w: World) -> dict[str, Any]:
-    return {"team_slug": w.team.slug}
-
-
-def server(which: str) -> Kwargs:
-    return lambda w: {"team_slug": w.team.slug, "code": getattr(w, which).code}
-
-
-def obj(key: str, attr: str, pk: str = "pk") -> Kwargs:
-    return lambda w: {"team_slug": w.team.slug, key: getattr(getattr(w, attr), pk)}
-
-
-def gone(attr: str) -> Effect:
-    return lambda w, _: w.fresh(getattr(w, attr)) is None
-
-
-def queued(w: World, callbacks: list[Any]) -> bool:
-    return len(callbacks) > 0
 
 
 def server_form(w: World, name: str, **extra: str) -> dict[str, Any]:
@@ -103,7 +70,6 @@ def url_of(which: str, url: str) -> Effect:
     return lambda w, _: w.fresh(getattr(w, which)).url == url
 
 
-SEE = "viewer"
 TABLE: dict[str, list[Case]] = {
     "login": [Case("GET", PUBLIC, kwargs=lambda w: {})],
     "logout": [Case("POST", PUBLIC, kwargs=lambda w: {})],
@@ -391,6 +357,7 @@ TABLE: dict[str, list[Case]] = {
         Case("POST", "admin", obj("price_id", "team_price"), changed=gone("team_price"))
     ],
 }
+TABLE.update(MEMBERSHIP_TABLE)
 # Django's admin site and the token API take other credentials: test_permissions_api.py walks them.
 SEPARATE = {"admin": "test_admin_site_is_staff_only", "api": "test_api_routes_want_a_team_token"}
 
