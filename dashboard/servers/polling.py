@@ -20,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import outbound
+from dashboard.servers import counting
 from dashboard.servers.models import (
     TRANSIENT_OUTCOMES,
     McpServer,
@@ -32,7 +33,7 @@ from dashboard.servers.models import (
 )
 from dashboard.servers.signals import snapshot_recorded
 from mcptax import findings as findings_mod
-from mcptax import profiles, tokens
+from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget
 
 log = logging.getLogger(__name__)
@@ -188,29 +189,8 @@ def record_snapshot(
         current.last_seen = seen_at
         return current, False
 
-    encodings = tracked_encodings(server)
-    encoding = encodings[0]
-    counted = profiles.matrix(result.tools, instructions, encodings, server=server.name)
-    report = counted["mcp"][encoding]
-    counts = {
-        profile: {
-            name: {
-                "fixed_tax_tokens": r.fixed_tax_tokens,
-                "instructions_tokens": r.instructions_tokens,
-                "bytes": r.bytes,
-            }
-            for name, r in by_encoding.items()
-        }
-        for profile, by_encoding in counted.items()
-    }
-    tool_counts: list[dict[str, dict[str, int]]] = [{} for _ in result.tools]
-    for name, r in counted["mcp"].items():
-        for i, t in enumerate(r.tools):
-            tool_counts[i][name] = {
-                "tokens": t.tokens,
-                "description_tokens": t.description_tokens,
-                "schema_tokens": t.schema_tokens,
-            }
+    counted = counting.count(result.tools, instructions, tracked_encodings(server), server=server.name)
+    report, encoding = counted.report, counted.report.encoding
     with transaction.atomic():
         document = ToolsDocument.store(sha, result.tools)
         snapshot = Snapshot.objects.create(
@@ -233,11 +213,8 @@ def record_snapshot(
             overhead_tokens=report.overhead_tokens,
             instructions_tokens=report.instructions_tokens,
             instructions=instructions,
-            tokens_by_encoding={
-                name: {k: figures[k] for k in ("fixed_tax_tokens", "instructions_tokens")}
-                for name, figures in counts["mcp"].items()
-            },
-            counts=counts,
+            tokens_by_encoding=counted.tokens_by_encoding,
+            counts=counted.counts,
             prompts_count=result.prompts_count,
             resources_count=result.resources_count,
         )
@@ -250,7 +227,7 @@ def record_snapshot(
                 description_tokens=t.description_tokens,
                 schema_tokens=t.schema_tokens,
                 sha256=hashlib.sha256(tokens.canonical(tokens.visible_tool(raw)).encode()).hexdigest(),
-                counts=tool_counts[i],
+                counts=counted.tool_counts[i],
             )
             for i, (t, raw) in enumerate(zip(report.tools, result.tools, strict=True))
         )
@@ -269,8 +246,8 @@ def record_snapshot(
 
 
 def tracked_encodings(server: McpServer) -> list[str]:
-    """The team's tracked encodings that load here, main one first; the default when none does."""
-    return tokens.available_encodings(server.team.tracked_encodings()) or [tokens.DEFAULT_ENCODING]
+    """The server's team's tracked encodings that load here, main one first."""
+    return counting.tracked_encodings(server.team)
 
 
 def _describe(exc: BaseException) -> str:

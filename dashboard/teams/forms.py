@@ -8,6 +8,7 @@ from django.contrib.auth.models import User
 
 from dashboard.teams.models import Membership
 from dashboard.teams.validators import validate_name
+from mcptax import tokens
 
 
 class ApiTokenForm(forms.Form):
@@ -51,3 +52,43 @@ class SignupForm(UserCreationForm):
     class Meta(UserCreationForm.Meta):
         model = User
         fields = ("username", "email")
+
+
+ENCODING_CHOICES = [(name, name) for name in tokens.OFFLINE_ENCODINGS]
+
+
+class CountingForm(forms.Form):
+    """What the team's figures are counted in, and the optional provider key (never shown back)."""
+
+    main_encoding = forms.ChoiceField(
+        choices=ENCODING_CHOICES, help_text="the encoding of every figure unless a page is switched"
+    )
+    encodings = forms.MultipleChoiceField(
+        choices=ENCODING_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        label="Also track",
+        help_text="every new snapshot is counted in each; current snapshots are recounted at once",
+    )
+    context_window = forms.IntegerField(
+        min_value=1000, max_value=10_000_000, help_text="tokens; the fixed tax is shown as a share of it"
+    )
+    anthropic_model = forms.CharField(
+        max_length=100,
+        validators=[validate_name],
+        help_text="the model Anthropic's token counting counts for",
+    )
+    anthropic_key = forms.CharField(
+        required=False,
+        max_length=300,
+        strip=True,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        label="Anthropic API key",
+        help_text="encrypted at rest, never shown back; leave empty to keep the stored one",
+    )
+    remove_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    def tracked(self) -> list[str]:
+        """The encodings to track, main one first."""
+        main = self.cleaned_data["main_encoding"]
+        return [main, *(e for e in self.cleaned_data["encodings"] if e != main)]

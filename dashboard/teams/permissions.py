@@ -45,6 +45,7 @@ class Action(StrEnum):
     MANAGE_CAPTURE_SETTINGS = "manage_capture_settings"
     MANAGE_MEMBERS = "manage_members"
     VIEW_HEALTH = "view_health"
+    MANAGE_COUNTING = "manage_counting"
     MANAGE_OWNERS = "manage_owners"
     LEAVE_TEAM = "leave_team"
 
@@ -85,6 +86,8 @@ MATRIX: dict[Action, Role] = {
     Action.LEAVE_TEAM: Role.VIEWER,
     # The operator's view: worker hosts, queue depths, database and broker error messages.
     Action.VIEW_HEALTH: Role.ADMIN,
+    # What the team's figures are counted in, and the provider key that pays for exact counts.
+    Action.MANAGE_COUNTING: Role.ADMIN,
 }
 
 DESCRIPTIONS: dict[Action, str] = {
@@ -115,6 +118,8 @@ DESCRIPTIONS: dict[Action, str] = {
     "(never the last one)",
     Action.LEAVE_TEAM: "Leave the team (not its last owner)",
     Action.VIEW_HEALTH: "See the health page (workers, queues, outages, the team's errors and stale leases)",
+    Action.MANAGE_COUNTING: "Choose the tracked encodings and the context window; store, replace or "
+    "remove the Anthropic API key for provider-exact counts",
 }
 
 

@@ -20,6 +20,7 @@ from django.db import transaction
 
 from dashboard.teams.models import Membership, Team
 from dashboard.teams.validators import NAME_RULE, has_control
+from mcptax import tokens
 
 logger = logging.getLogger("dashboard.teams")
 
@@ -169,3 +170,41 @@ def leave_team(team: Team, user: User) -> None:
         )
         current.delete()
     logger.info("team %s: %s left (%s)", team.slug, user.username, current.role)
+
+
+def set_counting(
+    team: Team,
+    *,
+    encodings: list[str] | None = None,
+    context_window: int | None = None,
+    model: str | None = None,
+    key: str | None = None,
+    remove_key: bool = False,
+    by: str = "",
+) -> Team:
+    """Change what `team`'s figures are counted in (`encodings`, main first) and its provider key:
+    a non-empty `key` replaces the stored one, `remove_key` forgets it, None keeps it. The web form
+    and `manage.py set_provider_key` both come here."""
+    if encodings is not None:
+        names = list(dict.fromkeys(e for e in encodings if e))
+        unknown = [n for n in names if n not in tokens.OFFLINE_ENCODINGS]
+        if not names or unknown:
+            raise TeamError(f"Encodings must be among {', '.join(tokens.OFFLINE_ENCODINGS)}.")
+        team.token_encodings = names
+    if context_window is not None:
+        team.context_window = context_window
+    if model:
+        team.anthropic_model = model
+    if remove_key:
+        team.provider_keys = {k: v for k, v in (team.provider_keys or {}).items() if k != "anthropic"}
+    elif key:
+        team.provider_keys = {**(team.provider_keys or {}), "anthropic": key}
+    team.save()
+    logger.info(
+        "%s set the counting of team %s: encodings %s, key %s",
+        by or "a command",
+        team.slug,
+        team.tracked_encodings(),
+        "stored" if (team.provider_keys or {}).get("anthropic") else "none",
+    )
+    return team

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
 from dashboard.teams import selectors
 from dashboard.teams.access import Action, default_team_for_user, get_team_for_user
-from dashboard.teams.forms import ApiTokenForm
+from dashboard.teams.forms import ApiTokenForm, CountingForm
 from dashboard.teams.models import ApiToken
 
 
@@ -32,6 +32,15 @@ def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "team": team,
         "member_count": team.memberships.count(),
         "tokens": selectors.api_tokens(team),
+        "counting_form": CountingForm(
+            initial={
+                "main_encoding": team.main_encoding,
+                "encodings": team.tracked_encodings()[1:],
+                "context_window": team.context_window,
+                "anthropic_model": team.anthropic_model,
+            }
+        ),
+        "has_provider_key": bool((team.provider_keys or {}).get("anthropic")),
     }
     return render(request, "teams/settings.html", ctx)
 

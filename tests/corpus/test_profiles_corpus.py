@@ -54,7 +54,6 @@ def test_every_capture_under_every_profile_and_encoding(path, profile, encoding)
     report = profiles.account(tools, profile=profile, encoding=encoding, server=SERVER)
     assert report.fixed_tax_tokens == expected
     assert report.encoding == encoding and report.tool_count == len(tools)
-    assert report.overhead_tokens == expected - sum(t.tokens for t in report.tools)
 
 
 def test_wire_is_never_below_the_visible_tools():

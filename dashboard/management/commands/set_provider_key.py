@@ -7,8 +7,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from dashboard.servers.counting import recount_current
 from dashboard.teams.models import Team
-from mcptax import tokens
+from dashboard.teams.services import TeamError, set_counting
 
 
 class Command(BaseCommand):
@@ -30,24 +31,21 @@ class Command(BaseCommand):
         team = Team.objects.filter(slug=options["team"]).first()
         if team is None:
             raise CommandError(f"no team with slug {options['team']!r}")
+        encodings = None
         if options["encodings"]:
-            names = [n.strip() for n in options["encodings"].split(",") if n.strip()]
-            unknown = [n for n in names if n not in tokens.OFFLINE_ENCODINGS]
-            if not names or unknown:
-                raise CommandError(
-                    f"encodings must be among {', '.join(tokens.OFFLINE_ENCODINGS)}; got {options['encodings']!r}"
-                )
-            team.token_encodings = list(dict.fromkeys(names))
-        if options["model"]:
-            team.anthropic_model = options["model"]
-        if options["remove"]:
-            team.provider_keys = {}
-        elif not options["keep_key"]:
+            encodings = [n.strip() for n in options["encodings"].split(",") if n.strip()]
+        key = None
+        if not options["remove"] and not options["keep_key"]:
             key = sys.stdin.readline().strip()
             if not key:
                 raise CommandError('give the API key on stdin (echo "$KEY" | manage.py set_provider_key ...)')
-            team.provider_keys = {**team.provider_keys, "anthropic": key}
-        team.save()
+        try:
+            set_counting(
+                team, encodings=encodings, model=options["model"], key=key, remove_key=options["remove"]
+            )
+        except TeamError as exc:
+            raise CommandError(str(exc)) from None
+        recount_current(team)
         state = "a key stored" if team.provider_keys.get("anthropic") else "no key"
         self.stdout.write(
             f"{team.slug}: {state}, model {team.anthropic_model}, encodings {team.tracked_encodings()}"

@@ -210,7 +210,53 @@ def test_set_provider_key_command_stores_encrypted_and_validates(team, monkeypat
     assert fresh.provider_keys == {"anthropic": API_KEY}
     assert fresh.tracked_encodings() == ["o200k_base", "cl100k_base"] and fresh.main_encoding == "o200k_base"
     assert API_KEY not in out.getvalue()
-    with pytest.raises(CommandError, match="encodings must be among cl100k_base, o200k_base"):
+    with pytest.raises(CommandError, match="Encodings must be among cl100k_base, o200k_base"):
         call_command("set_provider_key", "--team", team.slug, "--encodings", "p50k_base", "--keep-key")
     call_command("set_provider_key", "--team", team.slug, "--remove", stdout=io.StringIO())
     assert Team.objects.get(pk=team.pk).provider_keys == {}
+
+
+def test_the_settings_form_starts_tracking_o200k_and_recounts_the_current_snapshot(team, alice_client):
+    from django.urls import reverse
+
+    snap = Snapshot.objects.get(pk=poll_server(_server(team).pk).snapshot_id)
+    assert set(snap.counts["mcp"]) == {"cl100k_base"}
+    url = reverse("team_counting", args=[team.slug])
+    form = {
+        "main_encoding": "cl100k_base",
+        "context_window": "128000",
+        "anthropic_model": "claude-sonnet-4-5",
+    }
+
+    # The main encoding must be a real one; nothing changes on a refusal.
+    refused = alice_client.post(url, {**form, "main_encoding": "p50k_base"})
+    assert refused.status_code == 400 and b"Select a valid choice" in refused.content
+    team.refresh_from_db()
+    assert team.token_encodings == [] and team.context_window == 200_000
+
+    page = alice_client.post(
+        url, {**form, "encodings": ["o200k_base"], "anthropic_key": API_KEY}, follow=True
+    )
+    assert b"1 current snapshot recounted" in page.content
+    team.refresh_from_db()
+    assert team.tracked_encodings() == ["cl100k_base", "o200k_base"] and team.context_window == 128_000
+    assert team.provider_keys == {"anthropic": API_KEY}
+    assert API_KEY.encode() not in page.content  # never shown back
+    snap.refresh_from_db()
+    visible = [{k: t[k] for k in ("name", "description", "inputSchema") if k in t} for t in snap.tools_raw]
+    # Recounted from the stored document, in the new encoding; the main figures stay as polled.
+    assert snap.counts["mcp"]["o200k_base"]["fixed_tax_tokens"] == ref_count(visible, "o200k_base")
+    assert snap.counts["claude"]["o200k_base"]["fixed_tax_tokens"] == ref_count(
+        [qualified("lean", t) for t in snap.tools_raw], "o200k_base"
+    )
+    assert snap.encoding == "cl100k_base" and snap.fixed_tax_tokens == ref_count(visible, "cl100k_base")
+    for tool, stored in zip(visible, snap.tools.all(), strict=True):
+        assert stored.counts["o200k_base"]["tokens"] == ref_count(tool, "o200k_base")
+
+    # An empty key field keeps the stored key; the checkbox removes it.
+    alice_client.post(url, {**form, "encodings": ["o200k_base"]})
+    team.refresh_from_db()
+    assert team.provider_keys == {"anthropic": API_KEY}
+    alice_client.post(url, {**form, "remove_key": "on"})
+    team.refresh_from_db()
+    assert team.provider_keys == {} and team.tracked_encodings() == ["cl100k_base"]

@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from dashboard.alerts.models import Threshold
 from dashboard.servers.models import McpServer
-from dashboard.teams.models import ApiToken
+from dashboard.teams.models import ApiToken, Team
 from ingest.capture.models import IngestJob, WatchedFolder
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
 from tests.dashboard.teams.roles_cases import (
@@ -244,6 +244,21 @@ TABLE: dict[str, list[Case]] = {
     ],
     # -- team settings
     "team_settings": [Case("GET", SEE)],
+    "team_counting": [
+        Case(
+            "POST",
+            "admin",
+            data=lambda w: {
+                "main_encoding": "o200k_base",
+                "encodings": ["cl100k_base"],
+                "context_window": "128000",
+                "anthropic_model": "claude-sonnet-4-5",
+            },
+            changed=lambda w, _: (
+                Team.objects.get(pk=w.team.pk).token_encodings == ["o200k_base", "cl100k_base"]
+            ),
+        )
+    ],
     # Worker hosts, queue depths and outage messages: operator information (staff too, see
     # tests/dashboard/system/test_health.py).
     "team_health": [Case("GET", "admin")],
