@@ -15,6 +15,7 @@ from typing import Any
 
 from dashboard.alerts import budgets
 from dashboard.alerts.models import Level, Measure
+from dashboard.servers.counting import tracked_encodings
 from dashboard.servers.models import McpServer, Snapshot
 from mcptax import findings, tokens
 
@@ -222,6 +223,7 @@ def run_check(
         "baseline_tool_count": baseline.tool_count if baseline else None,
         "delta_tokens": report.fixed_tax_tokens - baseline.fixed_tax_tokens if baseline else None,
     }
+    totals["by_encoding"] = _by_encoding(server, raw_tools, instructions, report, baseline)
     result = CheckResult(
         server=server.name,
         verdict=verdict,
@@ -251,6 +253,30 @@ def _number(n: int | None) -> str:
 
 def _escape(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _by_encoding(
+    server: McpServer,
+    raw_tools: list[dict[str, Any]],
+    instructions: str | None,
+    report: tokens.TokenReport,
+    baseline: Snapshot | None,
+) -> dict[str, dict[str, int | None]]:
+    """The candidate beside its baseline in every encoding the team tracks (the budgets are judged
+    in the main one, `encoding`); a baseline not counted in an encoding has None there."""
+    out: dict[str, dict[str, int | None]] = {}
+    for name in dict.fromkeys([report.encoding, *tracked_encodings(server.team)]):
+        counted = (
+            report if name == report.encoding else tokens.account(raw_tools, instructions, encoding=name)
+        )
+        before = baseline.figure(name) if baseline else None
+        out[name] = {
+            "fixed_tax_tokens": counted.fixed_tax_tokens,
+            "instructions_tokens": counted.instructions_tokens,
+            "baseline_fixed_tax_tokens": before,
+            "delta_tokens": None if before is None else counted.fixed_tax_tokens - before,
+        }
+    return out
 
 
 def render_report(result: CheckResult) -> str:
@@ -283,6 +309,12 @@ def render_report(result: CheckResult) -> str:
     lines.append(
         f"| Tools | {_number(t['baseline_tool_count'])} | {t['tool_count']} | {_signed(tool_delta)} |"
     )
+    for name, figures in t.get("by_encoding", {}).items():
+        if name != result.encoding:
+            lines.append(
+                f"| Fixed tax, `{name}` | {_number(figures['baseline_fixed_tax_tokens'])} "
+                f"| {figures['fixed_tax_tokens']:,} | {_signed(figures['delta_tokens'])} |"
+            )
     if t["baseline_version"]:
         lines.append(f"| Version | {t['baseline_version']} | {result.version or '–'} | |")
     lines += ["", f"Instructions: {t['instructions_tokens']:,} tokens.", ""]

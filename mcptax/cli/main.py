@@ -65,7 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument(
         "--timeout", type=_positive_float, default=30.0, metavar="S", help="per server (default 30)"
     )
-    measure.add_argument("--encoding", default="cl100k_base")
+    measure.add_argument("--encoding", default="cl100k_base", choices=["cl100k_base", "o200k_base"])
+    measure.add_argument(
+        "--profile",
+        default="mcp",
+        choices=["mcp", "claude", "openai", "wire"],
+        help="count the tools as this client renders them (default mcp: name, description, inputSchema)",
+    )
     output = measure.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON")
     output.add_argument("--markdown", action="store_true", help="print Markdown for a PR comment")
@@ -147,9 +153,17 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print("mcp-tax measure: no client config with MCP servers was found here", file=sys.stderr)
             return 2
         parser.error("measure needs a CONFIG, --stdio, --url or --discover")
-    measure.measure(stacks, timeout=args.timeout, max_bytes=measure.DEFAULT_MAX_BYTES, encoding=args.encoding)
+    measure.measure(
+        stacks,
+        timeout=args.timeout,
+        max_bytes=measure.DEFAULT_MAX_BYTES,
+        encoding=args.encoding,
+        profile=args.profile,
+    )
     code = measure.judge(stacks, args.budget, args.budget_server)
-    settings = render.Settings(args.encoding, args.context_window, args.budget, args.budget_server)
+    settings = render.Settings(
+        args.encoding, args.context_window, args.budget, args.budget_server, args.profile
+    )
     if args.json:
         print(render.to_json(stacks, settings, code))
     elif args.markdown:

@@ -185,7 +185,9 @@ async def _fetch_one(target: ServerTarget, timeout: float, max_bytes: int) -> An
         return PollError("internal_error", f"{type(exc).__name__}: {exc}")
 
 
-def measure(stacks: list[StackRow], *, timeout: float, max_bytes: int, encoding: str) -> None:
+def measure(
+    stacks: list[StackRow], *, timeout: float, max_bytes: int, encoding: str, profile: str = "mcp"
+) -> None:
     """Fill every stack's rows in place, all servers concurrently."""
     import anyio
 
@@ -209,14 +211,18 @@ def measure(stacks: list[StackRow], *, timeout: float, max_bytes: int, encoding:
     for stack in stacks:
         for row in stack.servers:
             if row.target is not None:
-                _fill(row, results[_key(row.target)], encoding)
+                _fill(row, results[_key(row.target)], encoding, profile)
 
 
-def _fill(row: ServerRow, result: Any, encoding: str) -> None:
+def _fill(row: ServerRow, result: Any, encoding: str, profile: str = "mcp") -> None:
     if isinstance(result, PollError):
         row.status, row.outcome, row.reason = FAILED, result.outcome, result.message
         return
-    report = tokens.account(result.tools, result.instructions, encoding=encoding)
+    from mcptax import profiles
+
+    report = profiles.account(
+        result.tools, result.instructions, profile=profile, encoding=encoding, server=row.name
+    )
     row.tools = report.tool_count
     row.fixed_tax_tokens = report.fixed_tax_tokens
     row.instructions_tokens = report.instructions_tokens

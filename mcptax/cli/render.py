@@ -17,6 +17,7 @@ class Settings:
     context_window: int
     budget: int | None
     budget_server: int | None
+    profile: str = "mcp"
 
 
 def share(tokens: int, window: int) -> float:
@@ -78,7 +79,10 @@ def _budget_line(settings: Settings) -> str:
     if settings.budget_server is not None:
         parts.append(f"{settings.budget_server:,} per server")
     window = f"context window {settings.context_window:,} tokens"
-    return f"{settings.encoding}; {window}" + (f"; {', '.join(parts)}" if parts else "")
+    counted = (
+        settings.encoding if settings.profile == "mcp" else f"{settings.encoding}, {settings.profile} profile"
+    )
+    return f"{counted}; {window}" + (f"; {', '.join(parts)}" if parts else "")
 
 
 def table(stacks: list[StackRow], settings: Settings) -> str:
@@ -157,6 +161,7 @@ def to_json(stacks: list[StackRow], settings: Settings, exit_code: int) -> str:
 
     document = {
         "encoding": settings.encoding,
+        "profile": settings.profile,
         "context_window": settings.context_window,
         "budget": settings.budget,
         "budget_server": settings.budget_server,

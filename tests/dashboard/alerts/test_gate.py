@@ -205,3 +205,36 @@ def test_check_budget_names_a_missing_team_not_the_server(gated, tmp_path):
         call_command("check_budget", str(candidate), "--server", server.name, "--team", "nope")
     assert missing.value.returncode == 2
     assert str(missing.value) == "no team 'nope'"
+
+
+def test_the_gate_shows_every_tracked_encoding_beside_the_main_one(client, team):
+    from tests.helpers import compact, tiktoken_reference
+
+    team.token_encodings = ["cl100k_base", "o200k_base"]
+    team.save()
+    server = stdio_server(team)
+    record(server, "sprawling", False)
+    _, token = ApiToken.issue(team, "ci")
+    candidate = tools_list("sprawling", True)
+    result = post_check(client, token, {"server": server.name, "tools_list": candidate}).json()
+
+    def oracle(tools: list[dict], encoding: str) -> int:
+        visible = [{k: t[k] for k in ("name", "description", "inputSchema") if k in t} for t in tools]
+        return len(tiktoken_reference(encoding).encode_ordinary(compact(visible)))
+
+    baseline = tools_list("sprawling", False)["tools"]
+    by_encoding = result["totals"]["by_encoding"]
+    assert list(by_encoding) == ["cl100k_base", "o200k_base"]
+    for name in by_encoding:
+        figures = by_encoding[name]
+        assert figures["fixed_tax_tokens"] == oracle(candidate["tools"], name)
+        assert figures["baseline_fixed_tax_tokens"] == oracle(baseline, name)
+        assert figures["delta_tokens"] == oracle(candidate["tools"], name) - oracle(baseline, name)
+    # The budgets are judged in the main encoding, whose figure is the one in `totals` itself.
+    assert result["encoding"] == "cl100k_base"
+    assert result["totals"]["fixed_tax_tokens"] == by_encoding["cl100k_base"]["fixed_tax_tokens"]
+    o200k = by_encoding["o200k_base"]
+    assert (
+        f"| Fixed tax, `o200k_base` | {o200k['baseline_fixed_tax_tokens']:,} | {o200k['fixed_tax_tokens']:,} "
+        f"| +{o200k['delta_tokens']:,} |" in result["report"]
+    )

@@ -151,3 +151,28 @@ def test_measure_without_any_input_is_a_usage_error():
     run = mcp_tax("measure")
     assert run.returncode == 2
     assert "measure needs a CONFIG" in run.stderr
+
+
+def test_a_profile_and_an_encoding_count_the_tools_as_that_client_sends_them(tmp_path):
+    from tests.helpers import compact, tiktoken_reference
+
+    config = write_config(tmp_path / "mcp.json", {"lean": server_entry("lean")})
+    run = mcp_tax("measure", str(config), "--json", "--profile", "claude", "--encoding", "o200k_base")
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert (document["encoding"], document["profile"]) == ("o200k_base", "claude")
+    (server,) = document["stacks"][0]["servers"]
+    # Claude Code's rendering, written out here: the qualified name and `input_schema`.
+    rendered = []
+    for tool in fetched("lean").tools:
+        entry = {"name": f"mcp__lean__{tool['name']}"}
+        if "description" in tool:
+            entry["description"] = tool["description"]
+        entry["input_schema"] = tool.get("inputSchema", {"type": "object"})
+        rendered.append(entry)
+    assert server["fixed_tax_tokens"] == len(
+        tiktoken_reference("o200k_base").encode_ordinary(compact(rendered))
+    )
+    assert server["fixed_tax_tokens"] != oracle_tax("lean")
+    table = mcp_tax("measure", str(config), "--profile", "claude", "--encoding", "o200k_base")
+    assert "o200k_base, claude profile" in table.stdout
