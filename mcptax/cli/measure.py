@@ -7,6 +7,7 @@ are the product's own (:func:`mcptax.tokens.account`: all `tools/list` pages, `e
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -164,7 +165,7 @@ def _key(target: ServerTarget) -> str:
     )
 
 
-async def _fetch_one(target: ServerTarget, timeout: float, max_bytes: int) -> Any:
+async def _fetch_one(target: ServerTarget, timeout: float, max_bytes: int, process: Any = None) -> Any:
     from mcptax.client.fetch import fetch_tools  # the MCP SDK: only a measurement needs it
     from mcptax.outbound import OutboundPolicy
 
@@ -178,11 +179,21 @@ async def _fetch_one(target: ServerTarget, timeout: float, max_bytes: int) -> An
             max_bytes=max_bytes,
             include_prompts_resources=False,
             outbound=anywhere,
+            process=process,
+            stdin_grace=0.0,  # the answer is in: stop the server now, it has nothing left to save
         )
     except PollError as exc:
         return exc
     except Exception as exc:  # noqa: BLE001 - one server's failure must not lose the others
         return PollError("internal_error", f"{type(exc).__name__}: {exc}")
+
+
+async def _load_encoding(encoding: str) -> None:
+    import anyio.to_thread
+
+    # An encoding that cannot load is reported where it is used, with the figures it would give.
+    with contextlib.suppress(tokens.EncodingUnavailable):
+        await anyio.to_thread.run_sync(tokens.get_encoding, encoding)
 
 
 def measure(
@@ -198,13 +209,38 @@ def measure(
                 targets.setdefault(_key(row.target), row.target)
     results: dict[str, Any] = {}
 
-    async def run_one(key: str, target: ServerTarget) -> None:
-        results[key] = await _fetch_one(target, timeout, max_bytes)
+    async def run_one(key: str, target: ServerTarget, process: Any) -> None:
+        results[key] = await _fetch_one(target, timeout, max_bytes, process)
 
     async def run_all() -> None:
-        async with anyio.create_task_group() as group:
-            for key, target in targets.items():
-                group.start_soon(run_one, key, target)
+        from mcptax.client.spawn import start_server
+        from mcptax.procgroup import stop_process_group_async, untrack_group
+
+        # Every stdio server is started before the SDK loads (on the first fetch), so the servers
+        # boot while it does. Each target's env is this process's environment with the config's
+        # over it (target_for), as its client would start it.
+        started: dict[str, Any] = {}
+        for key, target in targets.items():
+            if target.transport == "stdio":
+                try:
+                    started[key] = await start_server(target, target.env)
+                except PollError as exc:
+                    results[key] = exc
+        try:
+            async with anyio.create_task_group() as group:
+                # The tokenizer's rank file loads in a thread while the servers are being asked.
+                group.start_soon(_load_encoding, encoding)
+                for key, target in targets.items():
+                    if key not in results:
+                        group.start_soon(run_one, key, target, started.get(key))
+        finally:
+            # A fetch stops and reaps its own server; one that failed before it got there must not
+            # outlive the command.
+            for process in started.values():
+                if process.returncode is None:
+                    with anyio.CancelScope(shield=True):
+                        await stop_process_group_async(process, term_grace=1.0, kill_grace=2.0)
+                untrack_group(process.pid)
 
     if targets:
         anyio.run(run_all)

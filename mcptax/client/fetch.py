@@ -12,12 +12,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
+import anyio.abc
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcptax.client.errors import classify
 from mcptax.client.http import sse, streamable_http
-from mcptax.client.stdio import bounded_stdio
+from mcptax.client.stdio import STDIN_CLOSE_GRACE, bounded_stdio
 from mcptax.client.tap import Capture, TappedTransport
 from mcptax.client.target import FetchResult, PollError, ServerTarget
 from mcptax.outbound import OutboundPolicy
@@ -63,6 +64,8 @@ async def fetch_tools(
     max_bytes: int,
     include_prompts_resources: bool = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
+    process: anyio.abc.Process | None = None,
+    stdin_grace: float | None = None,
 ) -> FetchResult:
     """Connect, negotiate, fetch every ``tools/list`` page, and disconnect.
 
@@ -73,6 +76,11 @@ async def fetch_tools(
     the time left; a count that could not be taken is ``None``. HTTP and SSE connections go
     only where ``outbound`` allows (a refusal is a ``connect_error`` naming the address's class).
 
+    A stdio ``target`` whose server the caller started already (:mod:`.spawn`) passes it as
+    ``process``; it is stopped and reaped here like one started here. ``stdin_grace`` is how long
+    a stdio server may take to exit on its own once its stdin closes (default 0.5 s) before it is
+    sent SIGTERM: a one-shot measurement, which only wants the server gone, passes 0.
+
     Raises ``PollError`` with one of the outcomes in ``OUTCOMES``.
     """
     _validate_limits(connect_timeout, total_timeout, max_bytes)
@@ -81,7 +89,13 @@ async def fetch_tools(
     started = anyio.current_time()
     wall_started = time.monotonic()
     if target.transport == "stdio":
-        inner: AbstractAsyncContextManager[Any] = bounded_stdio(target, capture, message_limit)
+        inner: AbstractAsyncContextManager[Any] = bounded_stdio(
+            target,
+            capture,
+            message_limit,
+            process,
+            STDIN_CLOSE_GRACE if stdin_grace is None else stdin_grace,
+        )
     elif target.transport == "http":
         inner = streamable_http(target, capture, message_limit, connect_timeout, total_timeout, outbound)
     else:

@@ -5,7 +5,6 @@ cancellation), gets its stdin closed, then is stopped by :mod:`mcptax.procgroup`
 from __future__ import annotations
 
 import contextlib
-import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,12 +15,12 @@ import mcp_types
 from mcp.client.stdio import get_default_environment
 from mcp.shared.message import SessionMessage
 
+from mcptax.client.spawn import start_server
 from mcptax.client.tap import Capture, too_large_message
 from mcptax.client.target import PollError, ServerTarget, preview
 from mcptax.procgroup import (
     killed_at_shutdown,
     stop_process_group_async,
-    track_group,
     untrack_group,
     wait_for_exit,
 )
@@ -35,34 +34,29 @@ SIGKILL_GRACE = 2.0
 EXIT_STATUS_WAIT = 0.5
 
 
-async def _stop_server(process: anyio.abc.Process) -> None:
+async def _stop_server(process: anyio.abc.Process, stdin_grace: float = STDIN_CLOSE_GRACE) -> None:
     """Close stdin (a well-behaved server exits on EOF), then stop its process group."""
     with contextlib.suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
         if process.stdin is not None:
             await process.stdin.aclose()
-    await wait_for_exit(process, STDIN_CLOSE_GRACE)
+    await wait_for_exit(process, stdin_grace)
     await stop_process_group_async(process, term_grace=SIGTERM_GRACE, kill_grace=SIGKILL_GRACE)
 
 
 @asynccontextmanager
 async def bounded_stdio(
-    target: ServerTarget, capture: Capture, message_limit: int
+    target: ServerTarget,
+    capture: Capture,
+    message_limit: int,
+    process: anyio.abc.Process | None = None,
+    stdin_grace: float = STDIN_CLOSE_GRACE,
 ) -> AsyncIterator[tuple[Any, Any]]:
-    env = get_default_environment() | dict(target.env)
-    try:
-        process = await anyio.open_process(
-            [target.command, *target.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=target.cwd,
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise PollError("connect_error", f"cannot start {target.command!r}: {exc}") from exc
-    # Until it is reaped below, a dying worker kills the group (mcptax.procgroup, config/celery.py).
-    track_group(process.pid)
+    """The transport over `target`'s server: started here (the SDK's default environment with the
+    target's `env` over it), or `process` when the caller started it already (:mod:`.spawn`).
+    When done, the server has `stdin_grace` seconds to exit on its own before SIGTERM."""
+    if process is None:
+        # Until it is reaped below, a dying worker kills the group (mcptax.procgroup, config/celery.py).
+        process = await start_server(target, get_default_environment() | dict(target.env))
 
     to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     to_server, from_session = anyio.create_memory_object_stream[SessionMessage](16)
@@ -174,7 +168,7 @@ async def bounded_stdio(
                 shutting_down = True
                 # Shielded so that a timeout or a cancelled caller still stops and reaps the server.
                 with anyio.CancelScope(shield=True):
-                    await _stop_server(process)
+                    await _stop_server(process, stdin_grace)
                 tg.cancel_scope.cancel()
     finally:
         # Only reached without the shielded stop if the task group failed to start.
