@@ -2,8 +2,16 @@ from django.contrib import admin
 
 from dashboard.alerts.models import Alert, Threshold
 from dashboard.alerts.notify.models import Channel, Delivery, Notification, NotificationEvent
-from dashboard.servers.models import McpServer, PollRun, Snapshot, SnapshotTool, Stack, ToolsDocument
-from dashboard.system.models import WorkerHeartbeat
+from dashboard.servers.models import (
+    McpServer,
+    PollRun,
+    ProviderCount,
+    Snapshot,
+    SnapshotTool,
+    Stack,
+    ToolsDocument,
+)
+from dashboard.system.models import OutageRecord, WorkerHeartbeat
 from dashboard.teams.models import ApiToken, Invite, Membership, Team
 
 
@@ -159,3 +167,16 @@ class NotificationAdmin(admin.ModelAdmin[Notification]):
     list_display = ["channel", "attempt", "status", "http_status", "created"]
     list_filter = ["status"]
     raw_id_fields = ["delivery", "channel"]
+
+
+@admin.register(ProviderCount)
+class ProviderCountAdmin(admin.ModelAdmin[ProviderCount]):
+    list_display = ["snapshot", "provider", "model", "input_tokens", "ours", "ours_encoding", "created"]
+    list_filter = ["provider", "snapshot__server__team"]
+    raw_id_fields = ["snapshot"]
+
+
+@admin.register(OutageRecord)
+class OutageRecordAdmin(admin.ModelAdmin[OutageRecord]):
+    list_display = ["kind", "source", "count", "first_at", "last_at", "where"]
+    list_filter = ["kind"]
