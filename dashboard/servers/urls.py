@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, include, path
 
-from dashboard.servers import views
+from dashboard.servers import regression_views, views
 
 server_urls: list[URLPattern | URLResolver] = [
     path("", views.server_detail, name="server_detail"),
@@ -16,6 +16,7 @@ team_urls: list[URLPattern | URLResolver] = [
     path("servers/add/", views.server_add, name="server_add"),
     path("servers/<uuid:code>/", include(server_urls)),
     path("stacks/", views.stacks, name="stacks"),
+    path("regressions/", regression_views.regression_list, name="regressions"),
 ]
 
 urlpatterns = [
