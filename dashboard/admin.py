@@ -1,10 +1,14 @@
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from dashboard.alerts.models import Alert, Threshold
 from dashboard.alerts.notify.models import Channel, Delivery, Notification, NotificationEvent
 from dashboard.servers.models import McpServer, PollRun, Snapshot, SnapshotTool, Stack, ToolsDocument
 from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.models import ApiToken, Membership, Team
+from dashboard.teams.services import announce_team
 
 
 class MembershipInline(admin.TabularInline[Membership, Team]):
@@ -18,6 +22,11 @@ class TeamAdmin(admin.ModelAdmin[Team]):
     list_display = ["name", "slug", "context_window", "created"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            announce_team(obj)  # a new team gets its default budgets
 
 
 @admin.register(Membership)

@@ -28,7 +28,16 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.alerts.models import SERVER_MEASURES, Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import (
+    MEASURE_UNITS,
+    SERVER_MEASURES,
+    Alert,
+    AlertState,
+    Level,
+    Measure,
+    Threshold,
+    format_measure,
+)
 from dashboard.alerts.notify.delivery import create_event
 from dashboard.alerts.notify.models import EventKind
 from dashboard.servers.models import McpServer, Snapshot, Stack
@@ -43,20 +52,8 @@ SERVER_MEASURE_ORDER = [
     Measure.MAX_TOOL_TOKENS,
     Measure.INSTRUCTIONS_TOKENS,
 ]
-UNITS: dict[str, str] = {
-    Measure.RELEASE_GROWTH_PCT: "%",
-    Measure.AGENT_EXACT_RATE: "%",
-    Measure.PASTE_COST_PER_DAY: "USD",
-}
-
-
-def fmt(value: float, measure: str) -> str:
-    unit = UNITS.get(measure, "tokens")
-    if unit == "%":
-        return f"{value:,.1f}%"
-    if unit == "USD":
-        return f"${value:,.2f}"
-    return f"{value:,.0f} tokens"
+UNITS = MEASURE_UNITS
+fmt = format_measure
 
 
 # --- rules --------------------------------------------------------------------------------------

@@ -36,9 +36,31 @@ class Measure(models.TextChoices):
     # Schema tax, per stack (the servers one agent loads).
     STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
     # Fidelity.
-    AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate over last N bulk calls (minimum %)"
-    DAMAGED_ARRIVALS = "damaged_arrivals", "Truncated or dropped-element arrivals for a tool"
+    AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate (minimum %)"
+    DAMAGED_ARRIVALS = "damaged_arrivals", "Damaged arrivals for a tool (truncated or dropped elements)"
     PASTE_COST_PER_DAY = "paste_cost_per_day", "Paste cost per day (USD)"
+
+
+# The unit each measure is counted in; every other measure counts tokens.
+MEASURE_UNITS: dict[str, str] = {
+    Measure.RELEASE_GROWTH_PCT: "%",
+    Measure.AGENT_EXACT_RATE: "%",
+    Measure.PASTE_COST_PER_DAY: "USD",
+    Measure.DAMAGED_ARRIVALS: "arrivals",
+}
+WINDOWED_MEASURES = {Measure.AGENT_EXACT_RATE, Measure.DAMAGED_ARRIVALS}
+
+
+def format_measure(value: float, measure: str) -> str:
+    """A value with its unit: "842 tokens", "12.5%", "$3.20", "2 arrivals"."""
+    unit = MEASURE_UNITS.get(measure, "tokens")
+    if unit == "%":
+        return f"{value:,.1f}%"
+    if unit == "USD":
+        return f"${value:,.2f}"
+    if unit == "arrivals":
+        return f"{value:,.0f} arrival{'' if value == 1 else 's'}"
+    return f"{value:,.0f} tokens"
 
 
 # Measures where a value BELOW the limit breaches.
@@ -64,6 +86,10 @@ class Threshold(models.Model):
     limit = models.FloatField()
     window = models.PositiveIntegerField(default=50, help_text="For rates: the last N bulk calls.")
     enabled = models.BooleanField(default=True)
+    is_default = models.BooleanField(
+        default=False,
+        help_text="One of the budgets every new team starts with (it can be edited like any other).",
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -77,6 +103,21 @@ class Threshold(models.Model):
     @property
     def is_minimum(self) -> bool:
         return self.measure in MINIMUM_MEASURES
+
+    @property
+    def limit_display(self) -> str:
+        return format_measure(self.limit, self.measure)
+
+    @property
+    def unit(self) -> str:
+        return MEASURE_UNITS.get(self.measure, "tokens")
+
+    @property
+    def window_display(self) -> str:
+        """What a windowed rule looks at, e.g. "over the last 50 bulk calls"."""
+        if self.measure not in WINDOWED_MEASURES:
+            return ""
+        return f"over the last {self.window} bulk call{'' if self.window == 1 else 's'}"
 
     def breached_by(self, value: float) -> bool:
         return value < self.limit if self.is_minimum else value > self.limit
@@ -151,6 +192,14 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+    @property
+    def value_display(self) -> str:
+        return format_measure(self.value, self.measure)
+
+    @property
+    def limit_display(self) -> str:
+        return format_measure(self.limit, self.measure)
 
     def acknowledge(self, user: User | AnonymousUser, note: str = "") -> bool:
         """Someone has seen it: no more reminders, but it stays open until the value is back under."""

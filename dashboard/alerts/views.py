@@ -134,6 +134,7 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             measure=d["measure"],
             level=d["level"],
             limit=d["limit"],
+            window=d["window"],
         )
         evaluated = budgets.evaluate_team(team)
         messages.success(request, f"Rule added; {evaluated} server(s) re-evaluated.")
