@@ -172,6 +172,13 @@ class Alert(models.Model):
     silenced_until_release = models.BooleanField(default=False)
     silenced_at_version = models.CharField(max_length=100, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # The value that resolved it (None: resolved by hand, or its rule was removed or disabled).
+    resolved_value = models.FloatField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # scheme://host of the web request that opened it, if one did: its links' base without SITE_URL.
+    origin = models.CharField(max_length=300, blank=True)
 
     objects = AlertQuerySet.as_manager()
 
@@ -200,6 +207,43 @@ class Alert(models.Model):
     @property
     def limit_display(self) -> str:
         return format_measure(self.limit, self.measure)
+
+    @property
+    def subject_kind(self) -> str:
+        """server | stack | agent | tool | team: which page explains the subject."""
+        if self.stack_id is not None:
+            return "stack"
+        kind = self.rule_key.split(":", 1)[0]
+        if kind in ("agent", "tool"):
+            return kind
+        return "server" if self.server_id is not None else "team"
+
+    @property
+    def agent_family(self) -> str:
+        # Agent alerts name the agent "<family> <version>" (ingest.fidelity.alerts).
+        return self.subject_label.split(" ", 1)[0] if self.subject_kind == "agent" else ""
+
+    @property
+    def resolved_value_display(self) -> str:
+        return "" if self.resolved_value is None else format_measure(self.resolved_value, self.measure)
+
+    @property
+    def summary(self) -> str:
+        """What happened, in the present while open and in the past once resolved."""
+        if self.state != AlertState.RESOLVED:
+            return self.message
+        label = Measure(self.measure).label if self.measure in Measure.values else self.measure
+        text = (
+            f"{self.subject_label}: {label} was {self.value_display}, over the {self.level} limit of "
+            f"{self.limit_display}"
+        )
+        if self.resolved_by_id is not None:
+            who = self.resolved_by.username if self.resolved_by else "someone"
+            return f"{text}; resolved by hand by {who}."
+        if self.resolved_value is not None:
+            where = f" in {self.resolved_snapshot.label}" if self.resolved_snapshot else ""
+            return f"{text}; resolved: back to {self.resolved_value_display}{where}."
+        return f"{text}; resolved: its rule was removed or disabled."
 
     def acknowledge(self, user: User | AnonymousUser, note: str = "") -> bool:
         """Someone has seen it: no more reminders, but it stays open until the value is back under."""

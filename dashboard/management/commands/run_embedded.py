@@ -42,8 +42,13 @@ class Command(BaseCommand):
         manage = str(settings.BASE_DIR / "manage.py")
         procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
+        # Links in notifications point at the address this run serves on, unless SITE_URL says otherwise.
+        env = {**os.environ, "SITE_URL": settings.SITE_URL or f"http://{addr}:{port}"}
+
         def start(name: str, cmd: list[str]) -> None:
-            procs.append((name, subprocess.Popen(cmd, cwd=settings.BASE_DIR, start_new_session=True)))
+            procs.append(
+                (name, subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True))
+            )
 
         if not no_worker:
             start(

@@ -191,6 +191,25 @@ TABLE: dict[str, list[Case]] = {
     ],
     # -- alerts, budgets, channels
     "alert_list": [Case("GET", SEE)],
+    "alert_banner": [Case("GET", SEE), Case("GET", SEE, query="?server=not-a-code", label="unknown server")],
+    "alert_nav_count": [Case("GET", SEE)],
+    "regressions": [Case("GET", SEE), Case("GET", SEE, query="?period=all&direction=grew", label="filtered")],
+    "alert_resolve": [
+        Case(
+            "POST",
+            "member",
+            obj("code", "alert", "code"),
+            changed=lambda w, _: w.fresh(w.alert).state == "resolved",
+        )
+    ],
+    "alert_bulk": [
+        Case(
+            "POST",
+            "member",
+            data=lambda w: {"action": "acknowledge", "alert": [str(w.alert.code)]},
+            changed=lambda w, _: w.fresh(w.alert).state == "acknowledged",
+        )
+    ],
     "alert_acknowledge": [
         Case(
             "POST",
