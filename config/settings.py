@@ -156,13 +156,9 @@ STATICFILES_FINDERS = [
 ]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {
-        "BACKEND": (
-            "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        )
-    },
+    # Hashed names, gzip, cached for good (dashboard.staticstorage): strict in production; in
+    # development once collectstatic has run, plain names for anything not collected or edited since.
+    "staticfiles": {"BACKEND": "dashboard.staticstorage.StaticStorage", "OPTIONS": {"development": DEBUG}},
 }
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 UPLOAD_DIR = MEDIA_ROOT / "uploads"

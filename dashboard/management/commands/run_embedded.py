@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from django.conf import settings
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from mcptax.procgroup import stop_process_groups
@@ -38,6 +39,9 @@ class Command(BaseCommand):
 
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
+        # Hashed, compressed assets (dashboard.staticstorage): plotly.js is 4.8 MB uncompressed.
+        self.stdout.write("Collecting static files (hashed, gzip-compressed)…")
+        call_command("collectstatic", interactive=False, verbosity=0)
         python = sys.executable
         manage = str(settings.BASE_DIR / "manage.py")
         procs: list[tuple[str, subprocess.Popen[bytes]]] = []
