@@ -29,7 +29,7 @@ def test_acknowledge_and_silence_in_chromium(browser_page, live_server, team, al
     page.wait_for_selector(f"{row} :text('shrinking it in 1.5.1')")
     assert page.url == url_before, "acknowledged in place, without a page load"
     # The navigation count followed out of band: no active alert is left.
-    page.wait_for_selector("#nav-alert-count:not(:has(.badge))")
+    page.wait_for_selector("#nav-alert-count:not(:has(.badge))", state="attached")
     page.click(f"{row} summary:has-text('Actions')")
     page.click(f"{row} button:has-text('Silence until the next release')")
     page.wait_for_selector(f"{row} :text('until the next release')")
