@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from django.contrib.staticfiles import finders
-from whitenoise.storage import CompressedManifestStaticFilesStorage
+from whitenoise.storage import CompressedManifestStaticFilesStorage  # type: ignore[import-untyped]
 
 
 class StaticStorage(CompressedManifestStaticFilesStorage):

@@ -148,7 +148,7 @@ def explain(snapshots: list[Snapshot]) -> list[Regression]:
     ):
         tokens[snap_id][name] = count
     alerts: dict[int, list[Any]] = {s.pk: [] for s in snapshots}
-    alert_model = Snapshot._meta.get_field("alerts_opened").related_model
+    alert_model: Any = Snapshot._meta.get_field("alerts_opened").related_model
     for alert in (
         alert_model._default_manager.filter(snapshot_id__in=list(alerts))
         .only("pk", "code", "level", "state", "measure", "message", "snapshot_id")
@@ -168,7 +168,10 @@ def explain(snapshots: list[Snapshot]) -> list[Regression]:
 def biggest_this_week(team: Team, limit: int = 5) -> list[Regression]:
     """The largest growths of the last seven days (the overview's panel)."""
     since = timezone.now() - timedelta(days=7)
-    rows = list(changes(team, since=since, direction="grew").order_by("-delta", "-first_seen")[:limit])
+    grew = changes(team, since=since, direction="grew")
+    rows = list(
+        grew.order_by(F("fixed_tax_tokens") - F("previous__fixed_tax_tokens"), "first_seen").reverse()[:limit]
+    )
     return explain(rows)
 
 

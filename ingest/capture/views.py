@@ -120,7 +120,7 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
             enqueue=run_ingest_job.delay,
         )
     handler.kept = True  # committed: the job owns the file now
-    messages.success(request, f"{spooled.name} uploaded; it is being ingested.")
+    messages.success(request, f"{spooled.name} uploaded; its status below follows the ingest live.")
     return redirect("ingest_job", team_slug=team.slug, code=job.code)
 
 

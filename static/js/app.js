@@ -19,6 +19,23 @@
     }
   });
 
+  // <form data-transport-form>: show only the fields of the chosen transport (URL and headers for
+  // HTTP/SSE; command, environment and working directory for stdio). Without JS all are shown.
+  function transportFields(form) {
+    var select = form.querySelector("select[name=transport]");
+    if (!select) return;
+    form.querySelectorAll("[data-transports]").forEach(function (el) {
+      el.hidden = el.dataset.transports.split(" ").indexOf(select.value) === -1;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("form[data-transport-form]").forEach(transportFields);
+  });
+  document.addEventListener("change", function (ev) {
+    var form = ev.target instanceof Element ? ev.target.closest("form[data-transport-form]") : null;
+    if (form && ev.target.name === "transport") transportFields(form);
+  });
+
   // <button data-navtoggle>: on a small screen, opens and folds the navigation.
   document.addEventListener("click", function (ev) {
     var button = ev.target instanceof Element ? ev.target.closest("[data-navtoggle]") : null;
