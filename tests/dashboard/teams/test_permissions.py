@@ -25,7 +25,7 @@ from dashboard.servers.models import McpServer
 from dashboard.teams.models import ApiToken
 from ingest.capture.models import IngestJob, WatchedFolder
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
-from tests.dashboard.teams.roles_world import PRINCIPALS, World, build_world, url_names
+from tests.dashboard.teams.roles_world import PRINCIPALS, World, alert_is, build_world, bulk_ack, url_names
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -104,6 +104,8 @@ def url_of(which: str, url: str) -> Effect:
 
 
 SEE = "viewer"
+
+
 TABLE: dict[str, list[Case]] = {
     "login": [Case("GET", PUBLIC, kwargs=lambda w: {})],
     "logout": [Case("POST", PUBLIC, kwargs=lambda w: {})],
@@ -194,22 +196,8 @@ TABLE: dict[str, list[Case]] = {
     "alert_banner": [Case("GET", SEE), Case("GET", SEE, query="?server=not-a-code", label="unknown server")],
     "alert_nav_count": [Case("GET", SEE)],
     "regressions": [Case("GET", SEE), Case("GET", SEE, query="?period=all&direction=grew", label="filtered")],
-    "alert_resolve": [
-        Case(
-            "POST",
-            "member",
-            obj("code", "alert", "code"),
-            changed=lambda w, _: w.fresh(w.alert).state == "resolved",
-        )
-    ],
-    "alert_bulk": [
-        Case(
-            "POST",
-            "member",
-            data=lambda w: {"action": "acknowledge", "alert": [str(w.alert.code)]},
-            changed=lambda w, _: w.fresh(w.alert).state == "acknowledged",
-        )
-    ],
+    "alert_resolve": [Case("POST", "member", obj("code", "alert", "code"), changed=alert_is("resolved"))],
+    "alert_bulk": [Case("POST", "member", data=bulk_ack, changed=alert_is("acknowledged"))],
     "alert_acknowledge": [
         Case(
             "POST",
