@@ -42,7 +42,9 @@ if not SECRET_KEY:
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000")
+# Empty: notification links use the address of the request that opened the alert, else
+# dashboard.origin.DEFAULT_SITE_URL (the embedded run sets it to the address it serves on).
+SITE_URL = env_str("SITE_URL", "")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -70,6 +72,7 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "dashboard.origin.RequestOriginMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -156,13 +159,9 @@ STATICFILES_FINDERS = [
 ]
 STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {
-        "BACKEND": (
-            "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        )
-    },
+    # Hashed names, gzip, cached for good (dashboard.staticstorage): strict in production; in
+    # development once collectstatic has run, plain names for anything not collected or edited since.
+    "staticfiles": {"BACKEND": "dashboard.staticstorage.StaticStorage", "OPTIONS": {"development": DEBUG}},
 }
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 UPLOAD_DIR = MEDIA_ROOT / "uploads"

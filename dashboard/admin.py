@@ -1,4 +1,7 @@
+from typing import Any
+
 from django.contrib import admin
+from django.http import HttpRequest
 
 from dashboard.alerts.models import Alert, Threshold
 from dashboard.alerts.notify.models import Channel, Delivery, Notification, NotificationEvent
@@ -13,6 +16,7 @@ from dashboard.servers.models import (
 )
 from dashboard.system.models import OutageRecord, WorkerHeartbeat
 from dashboard.teams.models import ApiToken, Invite, Membership, Team
+from dashboard.teams.services import announce_team
 
 
 class MembershipInline(admin.TabularInline[Membership, Team]):
@@ -28,6 +32,11 @@ class TeamAdmin(admin.ModelAdmin[Team]):
     exclude = ["provider_keys"]
     search_fields = ["name", "slug"]
     inlines = [MembershipInline]
+
+    def save_model(self, request: HttpRequest, obj: Team, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if not change:
+            announce_team(obj)  # a new team gets its default budgets
 
 
 @admin.register(Membership)

@@ -8,6 +8,7 @@ Then requests each page `--repeat` times through Django's test Client and prints
 query count at 10 and at N servers (these must be equal: queries may not grow with servers).
 
     .venv/bin/python scripts/bench_pages.py                      # SQLite (a temporary file)
+    .venv/bin/python scripts/bench_pages.py --browser --repeat 5 # Chromium, demo data, < 300 ms each
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcptax .venv/bin/python scripts/bench_pages.py
 """
 
@@ -218,7 +219,15 @@ def main() -> int:
     parser.add_argument("--snapshots", type=int, default=500)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
+    parser.add_argument(
+        "--browser",
+        action="store_true",
+        help="instead: every page's time to DOMContentLoaded in Chromium, warm, on the demo data",
+    )
+    parser.add_argument("--target-ms", type=float, default=300.0, help="with --browser: the per-page target")
     args = parser.parse_args()
+    if args.browser:
+        return browser_main(args)
 
     setup_test_environment(debug=False)
     vendor = connection.vendor
@@ -324,6 +333,24 @@ def main() -> int:
         return 0
     finally:
         connection.creation.destroy_test_db(old_name, verbosity=0)
+
+
+def browser_main(args: argparse.Namespace) -> int:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import bench_browser
+
+    if connection.vendor == "sqlite":
+        test_file = Path(settings.VAR_DIR) / "bench-browser.sqlite3"
+        settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = str(test_file)
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
+    try:
+        rows, met = bench_browser.run(args.repeat, args.target_ms)
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+    bench_browser.report(rows, met, args.target_ms, args.repeat)
+    if args.json:
+        print(json.dumps({"target_ms": args.target_ms, "results": rows}, indent=2))
+    return 0 if met else 1
 
 
 if __name__ == "__main__":

@@ -19,6 +19,12 @@ if ! command -v chromium >/dev/null 2>&1; then
   fi
 fi
 
+# The accessibility test injects axe-core (npm) into each page; cached under var/axe, installed once.
+if [ ! -f var/axe/node_modules/axe-core/axe.min.js ] && command -v npm >/dev/null 2>&1; then
+  echo "== installing axe-core into var/axe for the accessibility test"
+  npm install --prefix var/axe --no-audit --no-fund --silent axe-core@4 >/dev/null
+fi
+
 echo "== lint: ruff, djade (templates), mypy (django-stubs; strict on mcptax/)"
 $BIN/ruff check .
 $BIN/ruff format --check .

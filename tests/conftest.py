@@ -349,3 +349,37 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+AXE_DIR = ROOT / "var" / "axe"  # cached across runs: installed once, by scripts/test.sh or here
+AXE_VERSION = "4"
+
+
+def axe_core_script() -> Path:
+    """axe-core's browser bundle from npm, installed under var/axe on first use."""
+    script = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
+    if not script.exists():
+        import shutil
+
+        npm = shutil.which("npm")
+        if npm is None:
+            need_service("npm is not installed, so axe-core cannot be installed")
+        AXE_DIR.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [npm, "install", "--prefix", str(AXE_DIR), "--no-audit", "--no-fund", f"axe-core@{AXE_VERSION}"],
+            check=False,
+            capture_output=True,
+            timeout=300,
+        )
+        if not script.exists():
+            need_service("axe-core could not be installed from npm")
+    return script
+
+
+def chromium_executable() -> str:
+    import shutil
+
+    executable = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.path.exists(executable):
+        need_service("Debian's chromium is not installed")
+    return executable

@@ -24,13 +24,24 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from dashboard.alerts.models import SERVER_MEASURES, Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import (
+    MEASURE_UNITS,
+    SERVER_MEASURES,
+    Alert,
+    AlertState,
+    Level,
+    Measure,
+    Threshold,
+    format_measure,
+)
 from dashboard.alerts.notify.delivery import create_event
 from dashboard.alerts.notify.models import EventKind
+from dashboard.origin import current_origin
 from dashboard.servers.models import McpServer, Snapshot, Stack
 from dashboard.teams.models import Team
 
@@ -43,20 +54,8 @@ SERVER_MEASURE_ORDER = [
     Measure.MAX_TOOL_TOKENS,
     Measure.INSTRUCTIONS_TOKENS,
 ]
-UNITS: dict[str, str] = {
-    Measure.RELEASE_GROWTH_PCT: "%",
-    Measure.AGENT_EXACT_RATE: "%",
-    Measure.PASTE_COST_PER_DAY: "USD",
-}
-
-
-def fmt(value: float, measure: str) -> str:
-    unit = UNITS.get(measure, "tokens")
-    if unit == "%":
-        return f"{value:,.1f}%"
-    if unit == "USD":
-        return f"${value:,.2f}"
-    return f"{value:,.0f} tokens"
+UNITS = MEASURE_UNITS
+fmt = format_measure
 
 
 # --- rules --------------------------------------------------------------------------------------
@@ -263,6 +262,7 @@ def open_or_update_alert(
                         snapshot=snapshot,
                         opened_at=now,
                         last_evaluated_at=now,
+                        origin=current_origin()[:300],
                     )
             except IntegrityError:
                 # Another worker opened it between our read and insert; update theirs instead.
@@ -293,9 +293,16 @@ def open_or_update_alert(
 
 
 def resolve_alert(
-    team: Team, rule_key: str, snapshot: Snapshot | None = None, value: float | None = None
+    team: Team,
+    rule_key: str,
+    snapshot: Snapshot | None = None,
+    value: float | None = None,
+    by: User | None = None,
 ) -> Alert | None:
-    """Resolve the open alert for `rule_key` (none open: nothing happens) and tell the channels."""
+    """Resolve the open alert for `rule_key` (none open: nothing happens) and tell the channels.
+
+    `value` is what resolved it (kept beside the breaching value, which stays); `by` a person who
+    resolved it by hand."""
     with transaction.atomic():
         alert = Alert.objects.select_for_update().open().filter(team=team, rule_key=rule_key).first()
         if alert is None:
@@ -305,8 +312,8 @@ def resolve_alert(
         alert.resolved_at = timezone.now()
         alert.last_evaluated_at = alert.resolved_at
         alert.resolved_snapshot = snapshot
-        if value is not None:
-            alert.value = value
+        alert.resolved_value = value
+        alert.resolved_by = by
         alert.save()
         if not was_silenced:
             create_event(alert, EventKind.RESOLVED)

@@ -10,20 +10,48 @@ from django.core.validators import validate_email
 
 from dashboard import outbound
 from dashboard.alerts import budgets
-from dashboard.alerts.models import SERVER_MEASURES, Level, Measure, Threshold
+from dashboard.alerts.models import (
+    FIDELITY_MEASURES,
+    SERVER_MEASURES,
+    WINDOWED_MEASURES,
+    Level,
+    Measure,
+    Threshold,
+)
 from dashboard.alerts.notify.apprise_sender import validate_url
 from dashboard.alerts.notify.models import ChannelKind
 from dashboard.teams.models import Team
 from dashboard.teams.validators import validate_name
 
-SCOPE_MEASURES = [Measure.STACK_FIXED_TAX_TOKENS, *budgets.SERVER_MEASURE_ORDER]
+SCOPE_MEASURES = [
+    Measure.STACK_FIXED_TAX_TOKENS,
+    *budgets.SERVER_MEASURE_ORDER,
+    Measure.AGENT_EXACT_RATE,
+    Measure.DAMAGED_ARRIVALS,
+    Measure.PASTE_COST_PER_DAY,
+]
+# Fidelity rules a server may carry (its own wins for its tools); the others are team-wide only.
+SERVER_FIDELITY_MEASURES = {Measure.DAMAGED_ARRIVALS}
 
 
 class ThresholdForm(forms.Form):
     scope = forms.ChoiceField(help_text="Team default applies to every server (or stack) without its own.")
-    measure = forms.ChoiceField(choices=[(m.value, m.label) for m in SCOPE_MEASURES])
+    measure = forms.ChoiceField(
+        choices=[
+            ("Schema tax", [(m.value, m.label) for m in SCOPE_MEASURES if m not in FIDELITY_MEASURES]),
+            ("Fidelity", [(m.value, m.label) for m in SCOPE_MEASURES if m in FIDELITY_MEASURES]),
+        ]
+    )
     level = forms.ChoiceField(choices=Level.choices)
-    limit = forms.FloatField(min_value=0)
+    limit = forms.FloatField(min_value=0, help_text="tokens; % for growth and exact rate; USD for paste cost")
+    window = forms.IntegerField(
+        min_value=1,
+        max_value=10_000,
+        required=False,
+        initial=50,
+        label="Window (bulk calls)",
+        help_text="exact rate and damaged arrivals: judged over this many latest bulk calls",
+    )
 
     def __init__(self, team: Team, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -46,8 +74,17 @@ class ThresholdForm(forms.Form):
         stack = self.stacks.get(scope)
         if stack and measure != Measure.STACK_FIXED_TAX_TOKENS:
             raise ValidationError("A stack takes only the stack fixed-tax budget.")
-        if server and measure not in SERVER_MEASURES:
-            raise ValidationError("A server takes server measures; put a stack budget on a stack.")
+        if server and measure not in SERVER_MEASURES | SERVER_FIDELITY_MEASURES:
+            raise ValidationError(
+                "A server takes server measures or damaged arrivals; exact rate and paste cost are "
+                "team-wide, and a stack budget goes on a stack."
+            )
+        if measure == Measure.AGENT_EXACT_RATE and (data.get("limit") or 0) > 100:
+            self.add_error("limit", "An exact-match rate is a percentage: 0 to 100.")
+        if measure in WINDOWED_MEASURES:
+            data["window"] = data.get("window") or 50
+        else:
+            data["window"] = 50  # unused by this measure; the model's default
         exists = Threshold.objects.filter(
             team=self.team, server=server, stack=stack, measure=measure, level=data.get("level")
         ).exists()

@@ -36,9 +36,31 @@ class Measure(models.TextChoices):
     # Schema tax, per stack (the servers one agent loads).
     STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
     # Fidelity.
-    AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate over last N bulk calls (minimum %)"
-    DAMAGED_ARRIVALS = "damaged_arrivals", "Truncated or dropped-element arrivals for a tool"
+    AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate (minimum %)"
+    DAMAGED_ARRIVALS = "damaged_arrivals", "Damaged arrivals for a tool (truncated or dropped elements)"
     PASTE_COST_PER_DAY = "paste_cost_per_day", "Paste cost per day (USD)"
+
+
+# The unit each measure is counted in; every other measure counts tokens.
+MEASURE_UNITS: dict[str, str] = {
+    Measure.RELEASE_GROWTH_PCT: "%",
+    Measure.AGENT_EXACT_RATE: "%",
+    Measure.PASTE_COST_PER_DAY: "USD",
+    Measure.DAMAGED_ARRIVALS: "arrivals",
+}
+WINDOWED_MEASURES = {Measure.AGENT_EXACT_RATE, Measure.DAMAGED_ARRIVALS}
+
+
+def format_measure(value: float, measure: str) -> str:
+    """A value with its unit: "842 tokens", "12.5%", "$3.20", "2 arrivals"."""
+    unit = MEASURE_UNITS.get(measure, "tokens")
+    if unit == "%":
+        return f"{value:,.1f}%"
+    if unit == "USD":
+        return f"${value:,.2f}"
+    if unit == "arrivals":
+        return f"{value:,.0f} arrival{'' if value == 1 else 's'}"
+    return f"{value:,.0f} tokens"
 
 
 # Measures where a value BELOW the limit breaches.
@@ -64,6 +86,10 @@ class Threshold(models.Model):
     limit = models.FloatField()
     window = models.PositiveIntegerField(default=50, help_text="For rates: the last N bulk calls.")
     enabled = models.BooleanField(default=True)
+    is_default = models.BooleanField(
+        default=False,
+        help_text="One of the budgets every new team starts with (it can be edited like any other).",
+    )
     created = models.DateTimeField(default=timezone.now)
 
     class Meta:
@@ -77,6 +103,21 @@ class Threshold(models.Model):
     @property
     def is_minimum(self) -> bool:
         return self.measure in MINIMUM_MEASURES
+
+    @property
+    def limit_display(self) -> str:
+        return format_measure(self.limit, self.measure)
+
+    @property
+    def unit(self) -> str:
+        return MEASURE_UNITS.get(self.measure, "tokens")
+
+    @property
+    def window_display(self) -> str:
+        """What a windowed rule looks at, e.g. "over the last 50 bulk calls"."""
+        if self.measure not in WINDOWED_MEASURES:
+            return ""
+        return f"over the last {self.window} bulk call{'' if self.window == 1 else 's'}"
 
     def breached_by(self, value: float) -> bool:
         return value < self.limit if self.is_minimum else value > self.limit
@@ -131,6 +172,13 @@ class Alert(models.Model):
     silenced_until_release = models.BooleanField(default=False)
     silenced_at_version = models.CharField(max_length=100, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
+    # The value that resolved it (None: resolved by hand, or its rule was removed or disabled).
+    resolved_value = models.FloatField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    # scheme://host of the web request that opened it, if one did: its links' base without SITE_URL.
+    origin = models.CharField(max_length=300, blank=True)
 
     objects = AlertQuerySet.as_manager()
 
@@ -151,6 +199,51 @@ class Alert(models.Model):
     @property
     def is_open(self) -> bool:
         return self.state in OPEN_STATES
+
+    @property
+    def value_display(self) -> str:
+        return format_measure(self.value, self.measure)
+
+    @property
+    def limit_display(self) -> str:
+        return format_measure(self.limit, self.measure)
+
+    @property
+    def subject_kind(self) -> str:
+        """server | stack | agent | tool | team: which page explains the subject."""
+        if self.stack_id is not None:
+            return "stack"
+        kind = self.rule_key.split(":", 1)[0]
+        if kind in ("agent", "tool"):
+            return kind
+        return "server" if self.server_id is not None else "team"
+
+    @property
+    def agent_family(self) -> str:
+        # Agent alerts name the agent "<family> <version>" (ingest.fidelity.alerts).
+        return self.subject_label.split(" ", 1)[0] if self.subject_kind == "agent" else ""
+
+    @property
+    def resolved_value_display(self) -> str:
+        return "" if self.resolved_value is None else format_measure(self.resolved_value, self.measure)
+
+    @property
+    def summary(self) -> str:
+        """What happened, in the present while open and in the past once resolved."""
+        if self.state != AlertState.RESOLVED:
+            return self.message
+        label = Measure(self.measure).label if self.measure in Measure.values else self.measure
+        text = (
+            f"{self.subject_label}: {label} was {self.value_display}, over the {self.level} limit of "
+            f"{self.limit_display}"
+        )
+        if self.resolved_by_id is not None:
+            who = self.resolved_by.username if self.resolved_by else "someone"
+            return f"{text}; resolved by hand by {who}."
+        if self.resolved_value is not None:
+            where = f" in {self.resolved_snapshot.label}" if self.resolved_snapshot else ""
+            return f"{text}; resolved: back to {self.resolved_value_display}{where}."
+        return f"{text}; resolved: its rule was removed or disabled."
 
     def acknowledge(self, user: User | AnonymousUser, note: str = "") -> bool:
         """Someone has seen it: no more reminders, but it stays open until the value is back under."""

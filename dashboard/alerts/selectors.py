@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
 
-from dashboard.alerts.models import OPEN_STATES, Alert, AlertState, Threshold
+from django.db.models import Q, QuerySet
+
+from dashboard.alerts.models import OPEN_STATES, Alert, AlertState, Level, Threshold
 from dashboard.alerts.notify.models import Channel, Notification
+from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 
 STATE_FILTERS: dict[str, list[str] | None] = {
@@ -26,7 +32,9 @@ SORTS = {
 
 
 def alerts(team: Team) -> QuerySet[Alert]:
-    return Alert.objects.filter(team=team).select_related("server", "stack", "acknowledged_by")
+    return Alert.objects.filter(team=team).select_related(
+        "server", "stack", "acknowledged_by", "resolved_by", "resolved_snapshot", "threshold"
+    )
 
 
 def alert_list(team: Team, state: str, sort: str) -> QuerySet[Alert]:
@@ -52,3 +60,62 @@ def channels(team: Team) -> QuerySet[Channel]:
 
 def channel_attempts(channel: Channel) -> QuerySet[Notification]:
     return channel.notifications.select_related("delivery__event").order_by("-created", "-pk")
+
+
+BANNER_SHOWN = 5
+
+
+@dataclass
+class BannerScope:
+    """Whose open alerts a banner shows: the whole team, one server, or one agent family."""
+
+    server: McpServer | None = None
+    family: str = ""
+
+    @property
+    def query(self) -> str:
+        if self.server is not None:
+            return f"server={self.server.code}"
+        return f"agent={self.family}" if self.family else ""
+
+
+@dataclass
+class Banner:
+    alerts: list[Alert] = field(default_factory=list)
+    total: int = 0
+    errors: int = 0
+
+    @property
+    def more(self) -> int:
+        return max(0, self.total - len(self.alerts))
+
+
+def banner_scope(team: Team, params: Mapping[str, Any]) -> BannerScope:
+    code = params.get("server") or ""
+    if code:
+        server = team.servers.filter(code=code).first() if _is_uuid(code) else None
+        return BannerScope(server=server) if server is not None else BannerScope()
+    return BannerScope(family=str(params.get("agent") or "")[:200])
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def banner(team: Team, scope: BannerScope) -> Banner:
+    """The scope's open alerts, errors first then newest, and how many there are."""
+    rows = alerts(team).filter(state__in=OPEN_STATES)
+    if scope.server is not None:
+        rows = rows.filter(server=scope.server)
+    elif scope.family:
+        # Agent alerts name the agent as "<family> <version>" (ingest.fidelity.alerts).
+        rows = rows.filter(rule_key__startswith="agent:").filter(
+            Q(subject_label=scope.family) | Q(subject_label__startswith=scope.family + " ")
+        )
+    ordered = rows.order_by("level", "-opened_at", "-pk")  # "error" sorts before "warning"
+    shown = list(ordered[:BANNER_SHOWN])
+    return Banner(alerts=shown, total=rows.count(), errors=rows.filter(level=Level.ERROR).count())

@@ -11,15 +11,20 @@ from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
+from django_htmx.http import trigger_client_event
 
 from dashboard.alerts import budgets, selectors
 from dashboard.alerts.forms import ChannelForm, ThresholdForm
-from dashboard.alerts.models import Alert, Threshold
+from dashboard.alerts.models import Alert, AlertState, Threshold
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import Channel
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page, wants_fragment
@@ -70,14 +75,129 @@ def alert_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     return render_page(request, "alerts/list.html", ctx, fragment="alert-table")
 
 
+def _changed(request: HtmxHttpRequest, team: Team, response: HttpResponse) -> HttpResponse:
+    """Tell the page that alerts changed: the navigation count rides along out of band, and the
+    banners listening for `alertsChanged` fetch themselves again."""
+    count = render_to_string(
+        "alerts/_nav_count.html", {"nav_team": team, "nav_active_alerts": _active_count(team), "oob": True}
+    )
+    response.content += count.encode()
+    return trigger_client_event(response, "alertsChanged", {})
+
+
+def _active_count(team: Team) -> int:
+    return selectors.alerts(team).filter(state=AlertState.ACTIVE).count()
+
+
 def _row(request: HtmxHttpRequest, team: Team, alert: Alert, error: str = "") -> HttpResponse:
     """The alert's row after an action: swapped in place by htmx, else back to the list."""
     if wants_fragment(request):
         ctx = {"team": team, "alert": alert, "row_error": error, "today": timezone.localdate()}
-        return render_fragment(request, "alerts/list.html#alert-row", ctx)
+        return _changed(request, team, render_fragment(request, "alerts/list.html#alert-row", ctx))
     if error:
         messages.error(request, error)
-    return redirect("alert_list", team_slug=team.slug)
+    return redirect(_back(request, team))
+
+
+def _back(request: HtmxHttpRequest, team: Team) -> str:
+    """Where a plain form post returns to: the page it came from on this site, else the list."""
+    target = request.POST.get("next", "")
+    if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return target
+    return reverse("alert_list", args=[team.slug])
+
+
+def _silence_until(raw: str) -> tuple[datetime | None, str]:
+    """(the silence's end, or an error for the person)."""
+    try:
+        day = datetime.strptime(raw, "%Y-%m-%d").date()
+    except ValueError:
+        return None, "Give the date as YYYY-MM-DD."
+    if day <= timezone.localdate():
+        return None, "Silence until a date in the future."
+    return timezone.make_aware(datetime.combine(day, time.min)), ""
+
+
+def _resolve_by_hand(request: HtmxHttpRequest, team: Team, alert: Alert) -> bool:
+    if not alert.is_open:
+        return False
+    user = request.user if isinstance(request.user, User) else None
+    done = budgets.resolve_alert(team, alert.rule_key, by=user)
+    if done is not None:
+        alert.refresh_from_db()
+    return done is not None
+
+
+@login_required
+@require_POST
+def alert_resolve(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
+    team, alert = _get_alert_for_user(request, team_slug, code, Action.HANDLE_ALERTS)
+    if not _resolve_by_hand(request, team, alert):
+        return _row(request, team, alert, "This alert is already resolved.")
+    return _row(request, team, alert)
+
+
+BULK_ACTIONS = {"acknowledge": "acknowledged", "silence": "silenced", "resolve": "resolved"}
+
+
+@login_required
+@require_POST
+def alert_bulk(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    """Acknowledge, silence (until a date or the next release) or resolve the checked alerts."""
+    team = get_team_for_user(request, team_slug, Action.HANDLE_ALERTS)
+    action = request.POST.get("action", "")
+    codes = request.POST.getlist("alert")
+    back = _back(request, team)
+    if action not in BULK_ACTIONS or not codes:
+        messages.error(request, "Tick one or more alerts, then choose what to do with them.")
+        return redirect(back)
+    until, error = (None, "")
+    until_raw = request.POST.get("until", "").strip()
+    if action == "silence" and until_raw:
+        until, error = _silence_until(until_raw)
+    if error:
+        messages.error(request, error)
+        return redirect(back)
+    done = 0
+    for alert in selectors.alerts(team).filter(code__in=_uuids(codes)):
+        if action == "acknowledge":
+            done += alert.acknowledge(request.user)
+        elif action == "silence":
+            done += alert.silence(until=until, until_release=until is None)
+        else:
+            done += _resolve_by_hand(request, team, alert)
+    skipped = len(codes) - done
+    note = f"; {skipped} left as they were (not in a state that allows it)" if skipped else ""
+    messages.success(request, f"{done} alert{'s' if done != 1 else ''} {BULK_ACTIONS[action]}{note}.")
+    return redirect(back)
+
+
+def _uuids(raw: list[str]) -> list[UUID]:
+    out = []
+    for value in raw:
+        try:
+            out.append(UUID(value))
+        except ValueError:
+            continue
+    return out
+
+
+@login_required
+def alert_banner(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    """The open alerts of a page's subject (the team, a server, an agent family), refreshed by htmx."""
+    team = get_team_for_user(request, team_slug)
+    scope = selectors.banner_scope(team, request.GET)
+    ctx = {"team": team, "banner": selectors.banner(team, scope), "scope": scope}
+    ctx.update({"nav_team": team, "nav_active_alerts": _active_count(team), "oob": True})
+    return render_fragment(request, "alerts/_banner.html", ctx)
+
+
+@login_required
+def alert_nav_count(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    """The navigation's active-alert count, polled so it never goes stale."""
+    team = get_team_for_user(request, team_slug)
+    ctx = {"nav_team": team, "nav_active_alerts": _active_count(team)}
+    return render_fragment(request, "alerts/_nav_count.html", ctx)
 
 
 @login_required
@@ -102,13 +222,9 @@ def alert_silence(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     until_release = request.POST.get("until_release") == "1"
     until = None
     if until_raw:
-        try:
-            day = datetime.strptime(until_raw, "%Y-%m-%d").date()
-        except ValueError:
-            return _row(request, team, alert, "Give the date as YYYY-MM-DD.")
-        if day <= timezone.localdate():
-            return _row(request, team, alert, "Silence until a date in the future.")
-        until = timezone.make_aware(datetime.combine(day, time.min))
+        until, error = _silence_until(until_raw)
+        if error:
+            return _row(request, team, alert, error)
     elif not until_release:
         return _row(request, team, alert, "Choose a date or “until the next release”.")
     if not alert.silence(until=until, until_release=until_release):
@@ -134,6 +250,7 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             measure=d["measure"],
             level=d["level"],
             limit=d["limit"],
+            window=d["window"],
         )
         evaluated = budgets.evaluate_team(team)
         messages.success(request, f"Rule added; {evaluated} server(s) re-evaluated.")

@@ -40,6 +40,15 @@ class ServerForm(forms.ModelForm[McpServer]):
         required=False, widget=forms.Textarea(attrs={"rows": 3}), label="HTTP headers (Name: value per line)"
     )
 
+    # Which transports each field belongs to; the page shows a field only for its transports.
+    TRANSPORT_FIELDS = {
+        "url": "http sse",
+        "headers_text": "http sse",
+        "command_line": "stdio",
+        "env_text": "stdio",
+        "cwd": "stdio",
+    }
+
     class Meta:
         model = McpServer
         fields = ["name", "transport", "url", "cwd", "poll_interval_seconds", "enabled"]

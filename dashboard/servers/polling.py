@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from dashboard import outbound
 from dashboard.servers import counting
+from dashboard.servers.hints import interpreter_hint
 from dashboard.servers.models import (
     TRANSIENT_OUTCOMES,
     McpServer,
@@ -29,6 +30,7 @@ from dashboard.servers.models import (
     Snapshot,
     SnapshotTool,
     ToolsDocument,
+    Transport,
     poll_lock_stale_after,
 )
 from dashboard.servers.signals import snapshot_recorded
@@ -104,6 +106,8 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
             snapshot, changed = record_snapshot(server, result)
         except PollError as exc:
             outcome, message = exc.outcome, exc.message
+            if server.transport == Transport.STDIO:
+                message += interpreter_hint(server.command)
         except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
             # Ours, not the server's: `crashed` is kept for a server process that died.
             log.exception("poll of %s failed in the dashboard", server.name)

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
 from dashboard.servers.pending import poll_in_flight
+from dashboard.servers.sparklines import delta_points, shared_scale
 from dashboard.teams.models import Team
 from mcptax.profiles import PROFILES
 
@@ -63,22 +64,6 @@ def pct_change(new: int | None, old: int | None) -> float | None:
     return 100.0 * (new - old) / old
 
 
-def sparkline_points(values: list[int], width: int = 120, height: int = 28, pad: int = 2) -> str:
-    """SVG polyline points for values oldest first; a flat series draws a centered line."""
-    if not values:
-        return ""
-    if len(values) == 1:
-        values = values * 2
-    low, high = min(values), max(values)
-    span = high - low
-    step = (width - 2 * pad) / (len(values) - 1)
-    points = []
-    for i, v in enumerate(values):
-        y = height / 2 if span == 0 else pad + (height - 2 * pad) * (1 - (v - low) / span)
-        points.append(f"{pad + i * step:.1f},{y:.1f}")
-    return " ".join(points)
-
-
 # --- Team overview ----------------------------------------------------------------------------------
 
 
@@ -92,6 +77,8 @@ class ServerRow:
     release_prev_pk: int | None = None
     release_pk: int | None = None
     sparkline: list[int] = field(default_factory=list)
+    # The largest change any row's sparkline shows: every row is drawn on this one scale.
+    sparkline_scale: int = 0
     in_flight: bool = False
 
     @property
@@ -126,7 +113,11 @@ class ServerRow:
 
     @property
     def sparkline_svg_points(self) -> str:
-        return sparkline_points(self.sparkline)
+        return delta_points(self.sparkline, self.sparkline_scale)
+
+    @property
+    def sparkline_change(self) -> int:
+        return self.sparkline[-1] - self.sparkline[0] if self.sparkline else 0
 
     @property
     def failing(self) -> bool:
@@ -233,6 +224,9 @@ def attach_sparklines(rows: list[ServerRow]) -> None:
     )
     for server_id, tax in ranked:
         by_server[server_id].sparkline.append(tax)
+    scale = shared_scale([r.sparkline for r in rows])
+    for row in rows:
+        row.sparkline_scale = scale
 
 
 @dataclass

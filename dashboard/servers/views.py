@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page, wants_fragment
-from dashboard.servers import charts, selectors
+from dashboard.servers import charts, regressions, selectors
 from dashboard.servers import diff as diff_mod
 from dashboard.servers.config_import import ConfigError, Importer, StackImport, import_config_text
 from dashboard.servers.forms import ImportConfigForm, ServerForm
@@ -109,6 +109,7 @@ def team_overview(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     ctx = _overview_context(team, request.GET)
     if fragment_target(request) is None:
         ctx["worker"] = WorkerHeartbeat.status()
+        ctx["biggest"] = regressions.biggest_this_week(team)
     # The refresh poll stops once nothing is in flight; a filter or sort change never polls.
     stop = not ctx["in_flight"] and request.GET.get("refresh") == "1"
     return render_page(request, "servers/overview.html", ctx, fragment="servers-region", stop_polling=stop)

@@ -20,6 +20,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from dashboard.origin import current_origin, site_url
 from dashboard.teams.models import Invite, Membership, Team
 from dashboard.teams.services import TeamError
 from dashboard.teams.validators import one_line
@@ -32,7 +33,8 @@ class AlreadyMember(TeamError):
 
 
 def invite_url(token: str) -> str:
-    return settings.SITE_URL.rstrip("/") + reverse("invite_accept", args=[token])
+    """The accept link: on `SITE_URL`, else on the address the inviter's request came in on."""
+    return site_url(current_origin()) + reverse("invite_accept", args=[token])
 
 
 def create_invite(team: Team, role: str, *, by: User, email: str = "") -> tuple[Invite, str]:

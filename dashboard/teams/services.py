@@ -19,6 +19,7 @@ from django.core.validators import validate_slug
 from django.db import transaction
 
 from dashboard.teams.models import Membership, Team
+from dashboard.teams.signals import team_created
 from dashboard.teams.validators import NAME_RULE, has_control
 from mcptax import tokens
 
@@ -32,8 +33,14 @@ class TeamError(Exception):
     """A change that cannot be made; the message says why, for the person who asked."""
 
 
-def create_team(name: str, owner: User, slug: str = "") -> Team:
-    """A new team with `owner` as its owner. Names are unique (ignoring case), and so are slugs."""
+def announce_team(team: Team) -> None:
+    """Tell the listeners (default budgets) about a new team once its transaction commits."""
+    transaction.on_commit(lambda: team_created.send(sender=Team, team=team))
+
+
+def create_team(name: str, owner: User, slug: str = "", context_window: int | None = None) -> Team:
+    """A new team with `owner` as its owner, announced with `team_created` (its default budgets).
+    Names are unique (ignoring case), and so are slugs."""
     name = name.strip()
     if not name:
         raise TeamError("Give the team a name.")
@@ -53,8 +60,11 @@ def create_team(name: str, owner: User, slug: str = "") -> Team:
         if Team.objects.filter(slug=slug).exists():
             raise TeamError(f"The slug {slug!r} is taken by another team; pick another one.")
     with transaction.atomic():
-        team = Team.objects.create(name=name, slug=slug, context_window=settings.DEFAULT_CONTEXT_WINDOW)
+        team = Team.objects.create(
+            name=name, slug=slug, context_window=context_window or settings.DEFAULT_CONTEXT_WINDOW
+        )
         Membership.objects.create(team=team, user=owner, role=OWNER)
+        announce_team(team)
     logger.info("team %s created by %s, its owner", team.slug, owner.username)
     return team
 
@@ -83,6 +93,7 @@ def team_for_command(slug: str | None, say: Callable[[str], object]) -> Team:
         )
         owners = list(User.objects.filter(is_superuser=True, is_active=True).order_by("username"))
         Membership.objects.bulk_create([Membership(team=team, user=u, role=OWNER) for u in owners])
+        announce_team(team)
     who = (
         f"owners: {', '.join(u.username for u in owners)}"
         if owners

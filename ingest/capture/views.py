@@ -136,7 +136,7 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
     if sent.ok is False:  # saved all the same: never a 500 for an upload that is kept
         messages.warning(request, f"{spooled.name} uploaded. {queued_for_sweep_message()}")
     else:
-        messages.success(request, f"{spooled.name} uploaded; it is being ingested.")
+        messages.success(request, f"{spooled.name} uploaded; its status below follows the ingest live.")
     return redirect("ingest_job", team_slug=team.slug, code=job.code)
 
 

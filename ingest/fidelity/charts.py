@@ -32,6 +32,23 @@ def _day_axis(days: list[date]) -> dict[str, Any]:
     return axis
 
 
+def gapped(points: list[DayRate]) -> tuple[list[str], list[float | None], list[list[int]]]:
+    """(x, y, customdata) with a break after every day followed by a day without data, so the line
+    is not drawn across days nobody pasted anything (plotly leaves a gap at a null)."""
+    x: list[str] = []
+    y: list[float | None] = []
+    custom: list[list[int]] = []
+    for i, (day, exact, judged) in enumerate(points):
+        if i and (day - points[i - 1][0]).days > 1:
+            x.append((points[i - 1][0] + timedelta(days=1)).isoformat())
+            y.append(None)
+            custom.append([0, 0])
+        x.append(day.isoformat())
+        y.append(exact_rate(exact, judged))
+        custom.append([exact, judged])
+    return x, y, custom
+
+
 def exact_rate_figure(agents: list[Agent], series: dict[int | None, list[DayRate]]) -> dict[str, Any]:
     """Plotly figure: one line per agent version, daily exact-match rate (%)."""
     data = []
@@ -39,14 +56,16 @@ def exact_rate_figure(agents: list[Agent], series: dict[int | None, list[DayRate
         points = series.get(agent.pk, [])
         if not points:
             continue
+        x, y, custom = gapped(points)
         data.append(
             {
                 "type": "scatter",
                 "mode": "lines+markers" if len(points) <= 60 else "lines",
                 "name": chart_text(agent_label(agent)),
-                "x": [day.isoformat() for day, _, _ in points],
-                "y": [exact_rate(e, j) for _, e, j in points],
-                "customdata": [[e, j] for _, e, j in points],
+                "x": x,
+                "y": y,
+                "customdata": custom,
+                "connectgaps": False,
                 "line": {"color": CHART_COLORS[index % len(CHART_COLORS)], "width": 2},
                 "marker": {"size": 6},
                 "hovertemplate": "%{y:.1f}% exact (%{customdata[0]:,} of %{customdata[1]:,})<extra>%{fullData.name}</extra>",

@@ -66,6 +66,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("no server command: put it after `--`, or use --listen/--upstream")
     if not args.log and not args.push:
         parser.error("nothing to log to: give --log FILE and/or --push URL")
+    if args.push and not args.token:
+        # Checked now: without a token every batch would be refused and lost at exit.
+        parser.error("--push needs an API token: give --token or set MCP_TAX_TOKEN")
+    if http_mode:
+        from mcptax.proxy.http import parse_listen
+
+        try:
+            parse_listen(args.listen)
+        except ValueError as exc:
+            parser.error(str(exc))
 
     sinks: list[Sink] = []
     if args.log:
@@ -85,9 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     session_id = new_session_id()
     try:
         if http_mode:
-            from mcptax.proxy.http import run_http
+            from mcptax.proxy.http import ListenError, run_http
 
-            return run_http(args.listen, args.upstream, writer, session_id)
+            try:
+                return run_http(args.listen, args.upstream, writer, session_id)
+            except ListenError as exc:
+                print(f"{PROXY_NAME}: error: {exc}", file=sys.stderr)
+                return 2
         from mcptax.proxy.stdio import run_stdio
 
         return run_stdio(command, writer, session_id)

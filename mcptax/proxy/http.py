@@ -18,6 +18,7 @@ import itertools
 import os
 import re
 import signal
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -365,14 +366,40 @@ async def _plain_response(send: Send, status: int, body: bytes) -> None:
 def parse_listen(value: str) -> tuple[str, int]:
     """'127.0.0.1:8080' or '[::1]:8080' -> (host, port)."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"--listen wants HOST:PORT, got {value!r}")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--listen wants HOST:PORT with a port from 1 to 65535, got {value!r}")
     return host.strip("[]") or "127.0.0.1", int(port)
 
 
+class ListenError(Exception):
+    """The address to listen on cannot be had (in use, not ours, not an address)."""
+
+
+def bind_listen(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, before anything says "listening"."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        raise ListenError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def run_http(listen: str, upstream: str, writer: EnvelopeWriter, session_id: str | None = None) -> int:
-    """Serve the proxy until SIGINT/SIGTERM; returns the process exit status."""
+    """Serve the proxy until SIGINT/SIGTERM; returns the process exit status.
+
+    Raises ListenError when the address cannot be bound (nothing is logged as started then)."""
     host, port = parse_listen(listen)
+    sock = bind_listen(host, port)
     run_id = session_id or new_session_id()
     proxy = LoggingReverseProxy(upstream, writer, run_id)
     start = {
@@ -401,7 +428,7 @@ def run_http(listen: str, upstream: str, writer: EnvelopeWriter, session_id: str
     previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
     try:
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(server.serve())
+            asyncio.run(server.serve(sockets=[sock]))
     finally:
         signal.signal(signal.SIGTERM, previous)
     status = 0 if server.started else 1

@@ -1,5 +1,6 @@
 // Behaviour every page shares, kept out of the templates so the Content-Security-Policy can forbid
-// inline script: confirmations before destructive forms, the team switcher, the share bars.
+// inline script: confirmations before destructive forms, the team switcher, the navigation
+// toggle on small screens, the share bars.
 (function () {
   // <form data-confirm="Delete this?">: ask first; a "Cancel" stops the submit.
   document.addEventListener("submit", function (ev) {
@@ -18,6 +19,31 @@
     }
   });
 
+  // <form data-transport-form>: show only the fields of the chosen transport (URL and headers for
+  // HTTP/SSE; command, environment and working directory for stdio). Without JS all are shown.
+  function transportFields(form) {
+    var select = form.querySelector("select[name=transport]");
+    if (!select) return;
+    form.querySelectorAll("[data-transports]").forEach(function (el) {
+      el.hidden = el.dataset.transports.split(" ").indexOf(select.value) === -1;
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("form[data-transport-form]").forEach(transportFields);
+  });
+  document.addEventListener("change", function (ev) {
+    var form = ev.target instanceof Element ? ev.target.closest("form[data-transport-form]") : null;
+    if (form && ev.target.name === "transport") transportFields(form);
+  });
+
+  // <button data-navtoggle>: on a small screen, opens and folds the navigation.
+  document.addEventListener("click", function (ev) {
+    var button = ev.target instanceof Element ? ev.target.closest("[data-navtoggle]") : null;
+    if (!button) return;
+    var open = button.closest(".topbar").classList.toggle("open");
+    button.setAttribute("aria-expanded", open ? "true" : "false");
+  });
+
   // <span class="bar" data-w="12.5">: the bar's length, set through the CSSOM (a style attribute
   // in the markup would be refused by the policy).
   function bars(root) {
@@ -25,6 +51,20 @@
       el.style.setProperty("--w", el.dataset.w);
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { bars(document); });
-  document.addEventListener("htmx:afterSettle", function (ev) { bars(ev.target || document); });
+  // A table wider than its card scrolls inside it (small screens): make it reachable by keyboard.
+  function scrollables(root) {
+    root.querySelectorAll("table, .card.flush, .scroll").forEach(function (el) {
+      var scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX === "auto";
+      if (scrolls && !el.hasAttribute("tabindex")) {
+        el.setAttribute("tabindex", "0");
+        el.dataset.scrollFocus = "1";
+      } else if (!scrolls && el.dataset.scrollFocus) {
+        el.removeAttribute("tabindex");
+        delete el.dataset.scrollFocus;
+      }
+    });
+  }
+  document.addEventListener("DOMContentLoaded", function () { bars(document); scrollables(document); });
+  document.addEventListener("htmx:afterSettle", function (ev) { bars(ev.target || document); scrollables(document); });
+  window.addEventListener("resize", function () { scrollables(document); });
 })();

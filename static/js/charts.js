@@ -1,5 +1,5 @@
-// Draws every [data-plotly] element from the JSON figure named by the attribute, on load and after
-// htmx swaps a region in. A point whose customdata[0] is a path is a link (release -> its diff).
+// Loads plotly.js once the page is parsed, then draws every [data-plotly] element from the JSON
+// figure named by the attribute, and again after htmx swaps a region in. A point whose customdata[0] is a path is a link (release -> its diff).
 (function () {
   function draw(root) {
     if (!window.Plotly) return;
@@ -25,6 +25,14 @@
       }
     });
   }
-  document.addEventListener("DOMContentLoaded", function () { draw(document); });
+  document.addEventListener("DOMContentLoaded", function () {
+    // plotly.js is added here, after the page is parsed: the text and tables never wait for it.
+    var bundle = document.getElementById("plotly-bundle");
+    if (window.Plotly || !bundle) { draw(document); return; }
+    var script = document.createElement("script");
+    script.src = bundle.href;
+    script.addEventListener("load", function () { draw(document); });
+    document.head.appendChild(script);
+  });
   document.addEventListener("htmx:afterSettle", function () { draw(document); });
 })();

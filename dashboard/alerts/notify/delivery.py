@@ -22,7 +22,7 @@ from django.db.models import F, Q
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import Alert, Level, Measure
+from dashboard.alerts.models import MEASURE_UNITS, Alert, Level, Measure, format_measure
 from dashboard.alerts.notify.apprise_sender import AppriseSender
 from dashboard.alerts.notify.base import Message, Sender, SendError
 from dashboard.alerts.notify.email import EmailSender
@@ -38,6 +38,7 @@ from dashboard.alerts.notify.models import (
 from dashboard.alerts.notify.slack import SlackSender
 from dashboard.alerts.notify.webhook import WebhookSender
 from dashboard.alerts.signals import deliveries_created
+from dashboard.origin import site_url
 from dashboard.teams.validators import one_line
 
 log = logging.getLogger(__name__)
@@ -69,22 +70,21 @@ def backoff_seconds(attempts_made: int) -> float:
     return min(3600.0, retry_base_seconds() * 2.0 ** max(0, attempts_made - 1))
 
 
-def _absolute(path: str) -> str:
-    return settings.SITE_URL.rstrip("/") + path
+def _absolute(path: str, origin: str = "") -> str:
+    return site_url(origin) + path
 
 
 def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
     """The documented webhook payload (README, "Webhook payload"). Keys are stable; add, never rename."""
-    snapshot = (
-        alert.resolved_snapshot if kind == EventKind.RESOLVED and alert.resolved_snapshot else alert.snapshot
-    )
+    resolved = kind == EventKind.RESOLVED
+    snapshot = alert.resolved_snapshot if resolved and alert.resolved_snapshot else alert.snapshot
     return {
         "schema": PAYLOAD_SCHEMA,
         "event": kind,
         "team": {"slug": alert.team.slug, "name": alert.team.name},
         "alert": {
             "id": str(alert.code),
-            "url": _absolute(reverse("alert_list", args=[alert.team.slug]))
+            "url": _absolute(reverse("alert_list", args=[alert.team.slug]), alert.origin)
             + f"?state=all#alert-{alert.code}",
             "rule_key": alert.rule_key,
             "measure": alert.measure,
@@ -96,9 +96,12 @@ def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
             "subject": alert.subject_label,
             "server": alert.server.name if alert.server is not None else None,
             "stack": alert.stack.name if alert.stack is not None else None,
-            "value": alert.value,
+            # For a resolved event, the value that resolved it (the breaching one is in the message).
+            "value": alert.resolved_value if resolved and alert.resolved_value is not None else alert.value,
+            "resolved_value": alert.resolved_value if resolved else None,
             "limit": alert.limit,
-            "message": alert.message,
+            "unit": MEASURE_UNITS.get(alert.measure, "tokens"),
+            "message": alert.summary if resolved else alert.message,
             "opened_at": alert.opened_at.isoformat(),
             "resolved_at": alert.resolved_at.isoformat() if alert.resolved_at else None,
             "snapshot": (
@@ -135,7 +138,9 @@ def render(payload: dict[str, Any]) -> Message:
     lines = [
         alert["message"],
         "",
-        f"Value: {alert['value']:g}  Limit: {alert['limit']:g}  Level: {alert['level']}",
+        f"{'Now' if payload['event'] == EventKind.RESOLVED else 'Value'}: "
+        f"{format_measure(alert['value'], alert['measure'])}  "
+        f"Limit: {format_measure(alert['limit'], alert['measure'])}  Level: {alert['level']}",
         f"Rule: {alert['rule_key']}",
     ]
     if alert.get("snapshot"):

@@ -3,7 +3,9 @@ import shlex
 from argparse import ArgumentParser
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
+from django.core.validators import URLValidator
 
 from dashboard import outbound
 from dashboard.management.team_option import command_team
@@ -47,6 +49,13 @@ class Command(BaseCommand):
                 transport=Transport.HTTP if opts["url"] else Transport.SSE, url=opts["url"] or opts["sse"]
             )
             fields["headers"] = dict(_pair(h, ":", "--header") for h in opts["header"])
+            flag = "--url" if opts["url"] else "--sse"
+            try:
+                URLValidator(schemes=["http", "https"])(str(fields["url"]))
+            except ValidationError:
+                raise CommandError(
+                    f"{flag} wants an http(s) URL such as https://mcp.example.com/mcp, got {fields['url']!r}"
+                ) from None
             problem = outbound.url_problem(str(fields["url"]))
             if problem:
                 raise CommandError(problem)

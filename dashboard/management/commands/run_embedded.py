@@ -10,16 +10,32 @@ import subprocess
 import sys
 import time
 from argparse import ArgumentParser
+from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
 
 from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
 from mcptax.procgroup import stop_process_groups
 
 # How long the web server and the worker get to finish in-flight work before SIGKILL.
 STOP_GRACE_SECONDS = 10.0
+
+
+def static_files_current() -> bool:
+    """True when collectstatic has run since every static source file last changed."""
+    manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
+    if not manifest.exists():
+        return False
+    built = manifest.stat().st_mtime
+    for finder in finders.get_finders():
+        for path, storage in finder.list([]):
+            if os.path.getmtime(storage.path(path)) > built:
+                return False
+    return True
 
 
 class Command(BaseCommand):
@@ -38,12 +54,21 @@ class Command(BaseCommand):
 
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, stop)
+        # Hashed, compressed assets (dashboard.staticstorage): plotly.js is 4.8 MB uncompressed.
+        if not static_files_current():
+            self.stdout.write("Collecting static files (hashed, gzip-compressed)…")
+            call_command("collectstatic", interactive=False, verbosity=0)
         python = sys.executable
         manage = str(settings.BASE_DIR / "manage.py")
         procs: list[tuple[str, subprocess.Popen[bytes]]] = []
 
+        # Links in notifications point at the address this run serves on, unless SITE_URL says otherwise.
+        env = {**os.environ, "SITE_URL": settings.SITE_URL or f"http://{addr}:{port}"}
+
         def start(name: str, cmd: list[str]) -> None:
-            procs.append((name, subprocess.Popen(cmd, cwd=settings.BASE_DIR, start_new_session=True)))
+            procs.append(
+                (name, subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True))
+            )
 
         if not no_worker:
             start(

@@ -139,7 +139,7 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     response = alice_client.get(url)
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<script src="/static/vendor/plotly.min.js"' in html
+    assert '<link rel="preload" as="script" href="/static/vendor/plotly.min.js"' in html
 
     figure = response.context["figure"]
     traces = {t["name"]: t for t in figure["data"]}

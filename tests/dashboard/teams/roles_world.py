@@ -8,7 +8,7 @@ issued), else with the ORM.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,3 +183,13 @@ def url_names(patterns: list[URLPattern | URLResolver] | None = None, namespace:
         else:
             name = entry.name or f"<unnamed {entry.pattern}>"
             yield f"{namespace}:{name}" if namespace else name
+
+
+def alert_is(state: str) -> Callable[[World, list[Any]], bool]:
+    """A role-matrix effect: the world's alert is now in `state`."""
+    return lambda w, _: w.fresh(w.alert).state == state
+
+
+def bulk_ack(w: World) -> dict[str, Any]:
+    """The bulk form's data acknowledging the world's alert."""
+    return {"action": "acknowledge", "alert": [str(w.alert.code)]}

@@ -37,7 +37,7 @@ from tests.dashboard.teams.roles_cases import (
     queued,
     server,
 )
-from tests.dashboard.teams.roles_world import PRINCIPALS, World, build_world, url_names
+from tests.dashboard.teams.roles_world import PRINCIPALS, World, alert_is, build_world, bulk_ack, url_names
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -158,6 +158,11 @@ TABLE: dict[str, list[Case]] = {
     ],
     # -- alerts, budgets, channels
     "alert_list": [Case("GET", SEE)],
+    "alert_banner": [Case("GET", SEE), Case("GET", SEE, query="?server=not-a-code", label="unknown server")],
+    "alert_nav_count": [Case("GET", SEE)],
+    "regressions": [Case("GET", SEE), Case("GET", SEE, query="?period=all&direction=grew", label="filtered")],
+    "alert_resolve": [Case("POST", "member", obj("code", "alert", "code"), changed=alert_is("resolved"))],
+    "alert_bulk": [Case("POST", "member", data=bulk_ack, changed=alert_is("acknowledged"))],
     "alert_acknowledge": [
         Case(
             "POST",
