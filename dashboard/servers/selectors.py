@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
-from urllib.parse import urlencode
 
 from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
@@ -18,6 +17,7 @@ from django.utils import timezone
 
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
 from dashboard.servers.pending import poll_in_flight
+from dashboard.servers.sorting import normalize_sort
 from dashboard.servers.sparklines import delta_points, shared_scale
 from dashboard.teams.models import Team
 from mcptax.profiles import PROFILES
@@ -80,10 +80,25 @@ class ServerRow:
     # The largest change any row's sparkline shows: every row is drawn on this one scale.
     sparkline_scale: int = 0
     in_flight: bool = False
+    # The encoding the tax, share and last-release columns are shown in; None: the main one (the
+    # snapshot's own columns). The budget and the sparkline stay in the main encoding.
+    encoding: str | None = None
+    release_prev_encoding: str = ""
+    release_prev_counts: dict[str, Any] | None = None
 
     @property
     def tax(self) -> int | None:
-        return self.snapshot.fixed_tax_tokens if self.snapshot else None
+        if self.snapshot is None:
+            return None
+        return self.snapshot.figure(self.encoding)
+
+    @property
+    def previous_tax(self) -> int | None:
+        """The release before's fixed tax in the shown encoding; None when it was not counted so."""
+        if self.encoding is None or self.encoding == self.release_prev_encoding:
+            return self.release_prev_tax
+        found = ((self.release_prev_counts or {}).get("mcp") or {}).get(self.encoding)
+        return int(found["fixed_tax_tokens"]) if found and "fixed_tax_tokens" in found else None
 
     @property
     def share(self) -> float | None:
@@ -95,13 +110,14 @@ class ServerRow:
 
     @property
     def release_delta(self) -> int | None:
-        if self.tax is None or self.release_prev_tax is None:
+        previous = self.previous_tax
+        if self.tax is None or previous is None:
             return None
-        return self.tax - self.release_prev_tax
+        return self.tax - previous
 
     @property
     def release_delta_pct(self) -> float | None:
-        return pct_change(self.tax, self.release_prev_tax)
+        return pct_change(self.tax, self.previous_tax)
 
     @property
     def budget(self) -> str:
@@ -152,15 +168,6 @@ SORT_KEYS: dict[str, Any] = {
 DEFAULT_SORT = "-tax"
 
 
-def normalize_sort(raw: str | None, keys: dict[str, Any], default: str) -> tuple[str, str, bool]:
-    """(sort param as given or default, key name, descending)."""
-    raw = raw or default
-    name = raw.lstrip("-")
-    if name not in keys:
-        raw, name = default, default.lstrip("-")
-    return raw, name, raw.startswith("-")
-
-
 def overview_rows(
     team: Team,
     *,
@@ -168,8 +175,11 @@ def overview_rows(
     sort: str | None = None,
     status: str = "",
     pending: tuple[int, datetime] | None = None,
+    encoding: str | None = None,
 ) -> tuple[list[ServerRow], list[ServerRow], str]:
-    """(rows matching `status`, sorted; every row of the team; the sort applied). Two queries."""
+    """(rows matching `status`, sorted; every row of the team; the sort applied). Two queries.
+
+    `encoding` (one the team tracks; None for the main one) is what the tax columns show."""
     releases = Snapshot.objects.filter(server=OuterRef("pk"), is_release=True).order_by("-first_seen", "-pk")
     servers = (
         McpServer.objects.filter(team=team)
@@ -180,10 +190,13 @@ def overview_rows(
             release_prev_pk=Subquery(releases.values("previous_id")[:1]),
             release_prev_tax=Subquery(releases.values("previous__fixed_tax_tokens")[:1]),
             release_prev_label=Subquery(releases.values("previous__server_version")[:1]),
+            release_prev_encoding=Subquery(releases.values("previous__encoding")[:1]),
         )
     )
+    if encoding is not None:
+        servers = servers.annotate(release_prev_counts=Subquery(releases.values("previous__counts")[:1]))
     now = timezone.now()
-    rows = [_server_row(s, window, pending, now) for s in servers]
+    rows = [_server_row(s, window, pending, now, encoding) for s in servers]
     shown = [r for r in rows if r.matches(status)]
     sort, key, descending = normalize_sort(sort, SORT_KEYS, DEFAULT_SORT)
     shown.sort(key=lambda r: r.server.name.lower())
@@ -192,12 +205,17 @@ def overview_rows(
     return shown, rows, sort
 
 
-def _server_row(server: Any, window: int, pending: tuple[int, datetime] | None, now: datetime) -> ServerRow:
+def _server_row(
+    server: Any, window: int, pending: tuple[int, datetime] | None, now: datetime, encoding: str | None = None
+) -> ServerRow:
     # `server` is an McpServer carrying the release_* annotations of overview_rows' query.
     return ServerRow(
         server=server,
         snapshot=server.current_snapshot,
         window=window,
+        encoding=encoding,
+        release_prev_encoding=server.release_prev_encoding or "",
+        release_prev_counts=getattr(server, "release_prev_counts", None),
         release_prev_tax=server.release_prev_tax,
         release_prev_label=server.release_prev_label or "",
         release_prev_pk=server.release_prev_pk,
@@ -458,28 +476,3 @@ def poll_runs(server: McpServer) -> QuerySet[PollRun]:
             "snapshot__sha256",
         )
     )
-
-
-@dataclass
-class SortColumn:
-    key: str
-    label: str
-    query: str
-    arrow: str
-    numeric: bool
-
-
-def sort_columns(
-    columns: list[tuple[str, str, bool]], current: str, params: dict[str, Any], param: str = "sort"
-) -> list[SortColumn]:
-    """Header links: clicking the sorted column flips it; another column sorts large-first if numeric."""
-    out = []
-    for key, label, numeric in columns:
-        if current.lstrip("-") == key:
-            target = key if current.startswith("-") else f"-{key}"
-            arrow = "▼" if current.startswith("-") else "▲"
-        else:
-            target, arrow = (f"-{key}" if numeric else key), ""
-        query = urlencode({**{k: v for k, v in params.items() if v not in (None, "")}, param: target})
-        out.append(SortColumn(key, label, query, arrow, numeric))
-    return out

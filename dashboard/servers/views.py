@@ -27,6 +27,7 @@ from dashboard.servers.methodology import profile_table
 from dashboard.servers.models import McpServer
 from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
 from dashboard.servers.selectors import HistoryPoint
+from dashboard.servers.sorting import sort_columns
 from dashboard.servers.tasks import poll_server_task
 from dashboard.system import broker
 from dashboard.system.models import WorkerHeartbeat
@@ -64,8 +65,16 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
     status = params.get("status", "")
     status = status if status in selectors.STATUS_FILTERS else ""
     pending = parse_pending(params.get("pending"))
+    encodings = team.tracked_encodings()
+    encoding = params.get("encoding") or encodings[0]
+    encoding = encoding if encoding in encodings else encodings[0]
     rows, all_rows, sort = selectors.overview_rows(
-        team, window=window, sort=params.get("sort"), status=status, pending=pending
+        team,
+        window=window,
+        sort=params.get("sort"),
+        status=status,
+        pending=pending,
+        encoding=None if encoding == team.main_encoding else encoding,
     )
     in_flight = any(r.in_flight for r in rows)
     return {
@@ -80,13 +89,19 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
         "window": window,
         "windows": sorted({*selectors.CONTEXT_WINDOWS, team.context_window}),
         "in_flight": in_flight,
+        "encoding": encoding,
+        "encodings": encodings,
         # Carried in the refresh URL so a requested poll the worker has not started still counts.
         "pending": params.get("pending", "") if in_flight else "",
-        "query": _overview_query(sort, status, window, team),
-        "columns": selectors.sort_columns(
+        "query": _overview_query(sort, status, window, team, encoding),
+        "columns": sort_columns(
             OVERVIEW_COLUMNS,
             sort,
-            {"status": status, "window": window if window != team.context_window else None},
+            {
+                "status": status,
+                "window": window if window != team.context_window else None,
+                "encoding": encoding if encoding != team.main_encoding else None,
+            },
         ),
     }
 
@@ -115,12 +130,14 @@ def team_overview(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     return render_page(request, "servers/overview.html", ctx, fragment="servers-region", stop_polling=stop)
 
 
-def _overview_query(sort: str, status: str, window: int, team: Team) -> str:
+def _overview_query(sort: str, status: str, window: int, team: Team, encoding: str = "") -> str:
     params: dict[str, str | int] = {"sort": sort}
     if status:
         params["status"] = status
     if window != team.context_window:
         params["window"] = window
+    if encoding and encoding != team.main_encoding:
+        params["encoding"] = encoding
     return urlencode(params)
 
 

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_POST
 
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page
 from dashboard.servers.models import McpServer
-from dashboard.servers.selectors import normalize_sort, sort_columns
+from dashboard.servers.sorting import normalize_sort, sort_columns
 from dashboard.system import broker
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team

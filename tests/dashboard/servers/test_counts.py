@@ -260,3 +260,36 @@ def test_the_settings_form_starts_tracking_o200k_and_recounts_the_current_snapsh
     alice_client.post(url, {**form, "remove_key": "on"})
     team.refresh_from_db()
     assert team.provider_keys == {} and team.tracked_encodings() == ["cl100k_base"]
+
+
+def test_the_overview_switches_its_tax_columns_to_another_tracked_encoding(team, alice_client):
+    import re
+
+    from django.urls import reverse
+
+    from tests.dashboard.alerts.factories import record, stdio_server, tools_list
+
+    team.token_encodings = ["cl100k_base", "o200k_base"]
+    team.save()
+    server = stdio_server(team)
+    record(server, "sprawling", False)
+    record(server, "sprawling", True)
+
+    def visible(tools: list[dict]) -> list[dict]:
+        return [{k: t[k] for k in ("name", "description", "inputSchema") if k in t} for t in tools]
+
+    before = visible(tools_list("sprawling", False)["tools"])
+    after = visible(tools_list("sprawling", True)["tools"])
+    url = reverse("team_overview", args=[team.slug])
+    for encoding, query in (("cl100k_base", ""), ("o200k_base", "?encoding=o200k_base")):
+        page = alice_client.get(url + query).content.decode()
+        row = page[page.index(f'id="server-row-{server.pk}"') :].split("</tr>")[0]
+        tax = ref_count(after, encoding)
+        delta = tax - ref_count(before, encoding)
+        assert re.search(rf'class="num tax" title="{encoding}">{tax:,}<', row), row
+        assert f">+{delta:,}</a>" in row
+        assert f"{tax:,} tokens <span" in page  # the team total, in the same encoding
+    assert ref_count(after, "o200k_base") != ref_count(after, "cl100k_base")
+    # An encoding the team does not track falls back to the main one.
+    page = alice_client.get(url + "?encoding=p50k_base").content.decode()
+    assert f'title="cl100k_base">{ref_count(after, "cl100k_base"):,}<' in page
