@@ -68,12 +68,12 @@ def _period_choices(days: int) -> list[dict[str, Any]]:
 def agents_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     days = parse_period(request.GET.get("days"))
-    rows, total = agent_figures.agent_rows(team, since=since_for(days))
     sort, key, descending = normalize_sort(
         request.GET.get("sort"), agent_figures.AGENT_SORTS, agent_figures.DEFAULT_AGENT_SORT
     )
-    rows.sort(key=lambda r: (r.agent.family, r.agent.version))
-    rows.sort(key=agent_figures.AGENT_SORTS[key], reverse=descending)
+    rows, total = agent_figures.agent_groups(
+        team, since=since_for(days), sort_key=agent_figures.AGENT_SORTS[key], descending=descending
+    )
     extra = {"days": days if days != DEFAULT_PERIOD else None}
     ctx = {
         "team": team,

@@ -39,7 +39,8 @@ class AgentRow:
     tally: Tally
 
 
-AGENT_SORTS: dict[str, Callable[[AgentRow], Any]] = {
+# Each takes an AgentRow or an AgentGroup (both have .agent and .tally).
+AGENT_SORTS: dict[str, Callable[[Any], Any]] = {
     "agent": lambda r: (r.agent.family, r.agent.name.lower()),
     "version": lambda r: r.agent.version,
     "rate": lambda r: r.tally.exact_rate if r.tally.exact_rate is not None else -1.0,
@@ -63,17 +64,63 @@ DEFAULT_AGENT_SORT = "-last_seen"
 
 
 def agent_rows(team: Team, *, since: date | None) -> tuple[list[AgentRow], Tally]:
-    """Every agent of the team with its tally over the period, and the team's total (3 queries)."""
+    """Every agent (each version) of the team with its tally over the period, and the team's total
+    (3 queries)."""
+    rows, total, _ = _tallies(team, since)
+    agents = Agent.objects.filter(team=team).order_by("family", "name", "version")
+    return [AgentRow(agent, rows.get(agent.pk, Tally())) for agent in agents], total
+
+
+def _tallies(
+    team: Team, since: date | None
+) -> tuple[dict[int | None, Tally], Tally, dict[tuple[str, str], Tally]]:
+    """(tally per agent id, the team's total, tally per (family, name) over all its versions)."""
     rows = list(grouped(team, since, ["agent_id", "server_label", "tool", "verdict"]))
     accepting = accepting_tools(team, rows)
+    names = dict(
+        (pk, (family, name))
+        for pk, family, name in Agent.objects.filter(team=team).values_list("pk", "family", "name")
+    )
     tallies: dict[int | None, Tally] = defaultdict(Tally)
+    by_name: dict[tuple[str, str], Tally] = defaultdict(Tally)
     total = Tally()
     for row in rows:
         both = (row["server_label"], row["tool"]) in accepting
         tallies[row["agent_id"]].add(row, accepts_both=both)
+        if row["agent_id"] in names:
+            by_name[names[row["agent_id"]]].add(row, accepts_both=both)
         total.add(row, accepts_both=both)
-    agents = Agent.objects.filter(team=team).order_by("family", "name", "version")
-    return [AgentRow(agent, tallies.get(agent.pk, Tally())) for agent in agents], total
+    return tallies, total, by_name
+
+
+@dataclass
+class AgentGroup:
+    """One client (family and name) with every version seen: `agent` is the latest version (its
+    name, title and last sighting stand for the group), `tally` the sum over the versions."""
+
+    agent: Agent
+    tally: Tally
+    versions: list[AgentRow]
+
+
+def agent_groups(
+    team: Team, *, since: date | None, sort_key: Callable[[Any], Any], descending: bool
+) -> tuple[list[AgentGroup], Tally]:
+    """The agents list: one group per client name, groups and the versions inside each sorted by
+    `sort_key` (3 queries)."""
+    tallies, total, by_name = _tallies(team, since)
+    members: dict[tuple[str, str], list[AgentRow]] = defaultdict(list)
+    for agent in Agent.objects.filter(team=team).order_by("family", "name", "-last_seen", "-pk"):
+        members[(agent.family, agent.name)].append(AgentRow(agent, tallies.get(agent.pk, Tally())))
+    groups = []
+    for key, versions in members.items():
+        versions.sort(key=lambda r: r.agent.version)
+        versions.sort(key=sort_key, reverse=descending)
+        latest = max(versions, key=lambda r: (r.agent.last_seen, r.agent.pk)).agent
+        groups.append(AgentGroup(latest, by_name.get(key, Tally()), versions))
+    groups.sort(key=lambda g: (g.agent.family, g.agent.name.lower()))
+    groups.sort(key=sort_key, reverse=descending)
+    return groups, total
 
 
 # -- one agent family ------------------------------------------------------------------------------------

@@ -40,7 +40,12 @@ def test_agents_list_shows_rates_calls_adoption_and_cost(alice_client, fidelity_
     assert response.status_code == 200
     html = response.content.decode()
     old, new = (Agent.objects.get(team=team, version=v) for v in ("2.0.14", "2.0.15"))
-    rows = {a.pk: r for r in response.context["page"] for a in [r.agent]}
+    # One row per client, its versions under it.
+    (group,) = response.context["page"]
+    rows = {r.agent.pk: r for r in group.versions}
+    assert group.agent == new  # the latest version stands for the client
+    assert group.tally.bulk_calls == 2 + 4 and group.tally.judged == 2 + 3 and group.tally.exact == 1
+    assert html.count('data-group="claude-code') == 1
     # 2.0.14: exact + newline_only judged, 1 exact -> 50 %; one reference call of three calls to write.
     assert rows[old.pk].tally.exact_rate == 50.0
     assert rows[old.pk].tally.bulk_calls == 2
@@ -62,8 +67,8 @@ def test_agents_list_shows_rates_calls_adoption_and_cost(alice_client, fidelity_
 def test_agents_list_sorts_and_answers_htmx_with_the_region(alice_client, fidelity_team):
     url = reverse("fidelity_agents", args=[fidelity_team.slug])
     response = alice_client.get(url, {"sort": "rate"})
-    versions = [r.agent.version for r in response.context["page"]]
-    assert versions == ["2.0.15", "2.0.14"]  # 0 % before 50 %
+    versions = [r.agent.version for g in response.context["page"] for r in g.versions]
+    assert versions == ["2.0.15", "2.0.14"]  # 0 % before 50 %, inside the client's row
     response = alice_client.get(url, {"sort": "-rate"}, HTTP_HX_REQUEST="true")
     body = response.content.decode()
     assert re.findall(r'data-agent="claude-code ([\d.]+)"', body) == ["2.0.14", "2.0.15"]

@@ -20,7 +20,7 @@ def test_price_table_edits_reprice_the_figures(alice_client, fidelity_team, user
     url = reverse("fidelity_prices", args=[team.slug])
     new = Agent.objects.get(team=team, version="2.0.15")
     before = alice_client.get(reverse("fidelity_agents", args=[team.slug]))
-    cost_before = {r.agent.pk: r.tally.cost_usd for r in before.context["page"]}[new.pk]
+    cost_before = {r.agent.pk: r.tally.cost_usd for g in before.context["page"] for r in g.versions}[new.pk]
     assert cost_before > 0
 
     # Override the global claude-code price for the team, then double it.
@@ -40,7 +40,7 @@ def test_price_table_edits_reprice_the_figures(alice_client, fidelity_team, user
     response = alice_client.post(reverse("fidelity_price_edit", args=[team.slug, own.pk]), data)
     assert response.status_code == 302
     after = alice_client.get(reverse("fidelity_agents", args=[team.slug]))
-    cost_after = {r.agent.pk: r.tally.cost_usd for r in after.context["page"]}[new.pk]
+    cost_after = {r.agent.pk: r.tally.cost_usd for g in after.context["page"] for r in g.versions}[new.pk]
     assert cost_after == pytest.approx(cost_before * 2)
 
     # Validation: a negative price is refused with a message.
@@ -59,7 +59,7 @@ def test_price_table_edits_reprice_the_figures(alice_client, fidelity_team, user
 
 def _cost_of(client, team, agent: Agent) -> Decimal:
     page = client.get(reverse("fidelity_agents", args=[team.slug])).context["page"]
-    return {r.agent.pk: r.tally.cost_usd for r in page}[agent.pk]
+    return {r.agent.pk: r.tally.cost_usd for g in page for r in g.versions}[agent.pk]
 
 
 def test_removing_the_teams_price_brings_back_the_global_one(alice_client, fidelity_team):
