@@ -240,3 +240,15 @@ def test_services_leg_keeps_every_test_the_database_or_services_can_change():
     assert services_tests and services_tests <= _collected(
         "--services-leg", "tests/dashboard/system/test_heartbeat.py"
     )
+
+
+def test_template_comments_close_on_their_own_line():
+    """Django's `{# #}` comment is one line only: an unclosed one is printed on the page as text
+    (use `{% comment %}` for more)."""
+    unclosed = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "templates").rglob("*.html"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if line.count("{#") > line.count("#}")
+    ]
+    assert unclosed == [], f"these {{# comments run past their line: {unclosed}"

@@ -46,6 +46,7 @@ def test_agents_list_shows_rates_calls_adoption_and_cost(alice_client, fidelity_
     assert group.agent == new  # the latest version stands for the client
     assert group.tally.bulk_calls == 2 + 4 and group.tally.judged == 2 + 3 and group.tally.exact == 1
     assert html.count('data-group="claude-code') == 1
+    assert "{#" not in html and "One row of the agents list" not in html  # no template text leaks
     # 2.0.14: exact + newline_only judged, 1 exact -> 50 %; one reference call of three calls to write.
     assert rows[old.pk].tally.exact_rate == 50.0
     assert rows[old.pk].tally.bulk_calls == 2
