@@ -245,3 +245,18 @@ def tiktoken_reference(name: str) -> Any:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
         else:
             os.environ["TIKTOKEN_CACHE_DIR"] = before
+
+
+def manage_shell(env: dict[str, str], code: str) -> str:
+    """`python manage.py shell -c CODE` under `env` (a deployment's settings), as
+    `docker compose run --rm web python manage.py shell -c ...` runs it; returns what it printed."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

@@ -31,7 +31,7 @@ import yaml
 from mcptax.procgroup import signal_group
 from scripts.make_env import ensure_env
 from tests.conftest import ROOT, make_envelope_log
-from tests.helpers import LOOPBACK_NETWORKS, Receiver, free_port, wait_for_port, wait_until
+from tests.helpers import LOOPBACK_NETWORKS, Receiver, free_port, manage_shell, wait_for_port, wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.timeout(600)]
 GUARD = 180.0  # seconds; only against a hang
@@ -137,20 +137,6 @@ def sql(env: dict[str, str], query: str, *params: Any) -> list[tuple[Any, ...]]:
 
     with psycopg.connect(env["DATABASE_URL"]) as conn:
         return conn.execute(query, params).fetchall()
-
-
-def manage_shell(env: dict[str, str], code: str) -> str:
-    """`docker compose run --rm web python manage.py shell -c ...`, here."""
-    done = subprocess.run(
-        ["python", "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def test_one_poll_one_upload_and_one_alert_through_the_compose_processes(stack_env, s3_server, tmp_path):

@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from scripts.make_env import ensure_env
+from tests.helpers import manage_shell
 
 ROOT = Path(__file__).resolve().parent.parent
 APP_SERVICES = ("migrate", "web", "worker-poll", "worker-ingest", "worker-notify", "beat")
@@ -67,19 +68,6 @@ def test_make_env_writes_the_keys_once_owner_only_and_never_replaces_them(tmp_pa
     assert stat.S_IMODE(fresh.stat().st_mode) == 0o600
 
 
-def _manage(env: dict[str, str], code: str) -> str:
-    result = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", code],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
-
-
 def test_a_secret_stored_before_a_restart_reads_after_it(tmp_path):
     """Two starts from the same .env, as `docker compose up` twice: the second decrypts the first's."""
     dotenv = tmp_path / ".env"
@@ -100,14 +88,14 @@ def test_a_secret_stored_before_a_restart_reads_after_it(tmp_path):
         check=True,
         capture_output=True,
     )
-    _manage(
+    manage_shell(
         env,
         "from dashboard.teams.models import Team; from dashboard.servers.models import McpServer;"
         "t = Team.objects.create(name='ops');"
         "McpServer.objects.create(team=t, name='remote', transport='http', url='https://mcp.example.com/mcp',"
         " headers={'Authorization': 'Bearer sk-kept'})",
     )
-    out = _manage(
+    out = manage_shell(
         env,
         "from dashboard.servers.models import McpServer; print(McpServer.objects.get(name='remote').headers)",
     )
