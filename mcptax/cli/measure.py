@@ -188,6 +188,18 @@ async def _fetch_one(target: ServerTarget, timeout: float, max_bytes: int, proce
         return PollError("internal_error", f"{type(exc).__name__}: {exc}")
 
 
+async def _fetch_handshake_era(process: Any, timeout: float, max_bytes: int) -> Any:
+    """The result without the SDK, a PollError, or None when the SDK must ask this server."""
+    from mcptax.client.legacy import fetch_handshake_era
+
+    try:
+        return await fetch_handshake_era(process, timeout=timeout, max_bytes=max_bytes)
+    except PollError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - one server's failure must not lose the others
+        return PollError("internal_error", f"{type(exc).__name__}: {exc}")
+
+
 async def _load_encoding(encoding: str) -> None:
     import anyio.to_thread
 
@@ -202,24 +214,44 @@ def measure(
     """Fill every stack's rows in place, all servers concurrently."""
     import anyio
 
+    from mcptax.client.spawn import start_server
+    from mcptax.procgroup import stop_process_group_async, untrack_group
+
     targets: dict[str, ServerTarget] = {}
     for stack in stacks:
         for row in stack.servers:
             if row.target is not None:
                 targets.setdefault(_key(row.target), row.target)
     results: dict[str, Any] = {}
+    started: dict[str, Any] = {}
 
-    async def run_one(key: str, target: ServerTarget, process: Any) -> None:
-        results[key] = await _fetch_one(target, timeout, max_bytes, process)
+    async def run_one(key: str, target: ServerTarget) -> None:
+        process = started.get(key)
+        if process is None:
+            results[key] = await _fetch_one(target, timeout, max_bytes)
+            return
+        began = anyio.current_time()
+        quick = await _fetch_handshake_era(process, timeout, max_bytes)
+        if quick is not None:
+            results[key] = quick
+            return
+        # Not a server of the handshake era, or it did something only the SDK may judge: asked
+        # again, from the start, through the SDK, within what is left of its timeout.
+        left = timeout - (anyio.current_time() - began)
+        if left <= 0:
+            results[key] = PollError("timeout", f"no answer within the timeout ({timeout:g} s)")
+            return
+        try:
+            started[key] = await start_server(target, target.env)
+        except PollError as exc:
+            results[key] = exc
+            return
+        results[key] = await _fetch_one(target, left, max_bytes, started[key])
 
     async def run_all() -> None:
-        from mcptax.client.spawn import start_server
-        from mcptax.procgroup import stop_process_group_async, untrack_group
-
-        # Every stdio server is started before the SDK loads (on the first fetch), so the servers
-        # boot while it does. Each target's env is this process's environment with the config's
-        # over it (target_for), as its client would start it.
-        started: dict[str, Any] = {}
+        # Every stdio server is started first, then asked without the SDK (mcptax.client.legacy);
+        # the SDK loads only for a server that needs it. Each target's env is this process's
+        # environment with the config's over it (target_for), as its client would start it.
         for key, target in targets.items():
             if target.transport == "stdio":
                 try:
@@ -232,7 +264,7 @@ def measure(
                 group.start_soon(_load_encoding, encoding)
                 for key, target in targets.items():
                     if key not in results:
-                        group.start_soon(run_one, key, target, started.get(key))
+                        group.start_soon(run_one, key, target)
         finally:
             # A fetch stops and reaps its own server; one that failed before it got there must not
             # outlive the command.

@@ -12,6 +12,9 @@ Two things are added around it, both through the SDK's public ``Transport`` seam
   byte-counting httpx transport (:mod:`.http`).
 
 Failures are mapped to one poll outcome (:mod:`.errors`); :mod:`.fetch` is the entry point.
+One exception to "through the SDK": :mod:`.legacy`, the fast path of the one-shot ``mcp-tax
+measure``, speaks the SDK's own messages to a stdio server itself and hands every server that
+leaves that path back to the SDK.
 This package must not import Django.
 
 The SDK is imported on first use of a name from :mod:`.fetch` (about 0.7 s of start-up): the
@@ -22,6 +25,8 @@ dashboard's web pages, ``mcp-tax tokens``) never pays for it.
 from typing import TYPE_CHECKING, Any
 
 from mcptax.client.target import (
+    ENVELOPE_SLACK_BYTES,
+    MAX_PAGES,
     OUTCOMES,
     FetchResult,
     Outcome,
@@ -32,9 +37,9 @@ from mcptax.client.target import (
 )
 
 if TYPE_CHECKING:
-    from mcptax.client.fetch import ENVELOPE_SLACK_BYTES, MAX_PAGES, fetch_tools, fetch_tools_sync
+    from mcptax.client.fetch import fetch_tools, fetch_tools_sync
 
-_FROM_FETCH = ("ENVELOPE_SLACK_BYTES", "MAX_PAGES", "fetch_tools", "fetch_tools_sync")
+_FROM_FETCH = ("fetch_tools", "fetch_tools_sync")
 
 
 def __getattr__(name: str) -> Any:

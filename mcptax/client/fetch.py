@@ -20,16 +20,19 @@ from mcptax.client.errors import classify
 from mcptax.client.http import sse, streamable_http
 from mcptax.client.stdio import STDIN_CLOSE_GRACE, bounded_stdio
 from mcptax.client.tap import Capture, TappedTransport
-from mcptax.client.target import FetchResult, PollError, ServerTarget
+from mcptax.client.target import (
+    ENVELOPE_SLACK_BYTES,
+    MAX_PAGES,
+    FetchResult,
+    PollError,
+    ServerTarget,
+    repeated_cursor,
+    too_many_pages,
+)
 from mcptax.outbound import OutboundPolicy
 
 # Public addresses only: a caller that may reach further passes its own policy.
 PUBLIC_ONLY = OutboundPolicy()
-
-# One message may carry a little more than the tools themselves (JSON-RPC envelope, _meta), so the
-# transports allow this much above max_bytes; the exact limit is applied to the tools/list results.
-ENVELOPE_SLACK_BYTES = 256 * 1024
-MAX_PAGES = 1000
 
 
 async def _count_listing(list_page: Callable[..., Awaitable[Any]], attribute: str) -> int | None:
@@ -163,12 +166,10 @@ async def _list_all_tools(client: Client, capture: Capture) -> FetchResult:
         if not cursor:
             break
         if cursor in seen:
-            raise PollError(
-                "protocol_error", f"tools/list repeated the cursor {cursor!r}; it would never end"
-            )
+            raise repeated_cursor(cursor)
         seen.add(cursor)
     else:
-        raise PollError("protocol_error", f"tools/list did not end within {MAX_PAGES} pages")
+        raise too_many_pages()
     info = client.server_info
     return FetchResult(
         tools=[tool for raw_page in capture.pages for tool in raw_page.get("tools", [])],

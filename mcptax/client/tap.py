@@ -12,7 +12,13 @@ import anyio
 import mcp_types
 from mcp.shared.message import SessionMessage
 
-from mcptax.client.target import PollError, canonical_bytes, exception_summary
+from mcptax.client.target import (
+    PollError,
+    canonical_bytes,
+    exception_summary,
+    message_too_large,
+    payload_too_large,
+)
 
 
 class Capture:
@@ -55,11 +61,7 @@ class Capture:
             self.payload_bytes += size
             if self.payload_bytes > self.max_bytes:
                 self.set_fault(
-                    PollError(
-                        "refused_too_large",
-                        f"tools/list payload is {self.payload_bytes} bytes after {len(self.pages) + 1} "
-                        f"page(s) (this page {size} bytes); the limit is {self.max_bytes} bytes",
-                    )
+                    payload_too_large(self.payload_bytes, len(self.pages) + 1, size, self.max_bytes)
                 )
                 return
             self.pages.append(message.result)
@@ -147,9 +149,4 @@ class TappedTransport:
 
 
 def too_large_message(size: int, capture: Capture, message_limit: int) -> PollError:
-    return PollError(
-        "refused_too_large",
-        f"a message from the server passed {message_limit} bytes ({size} read) while answering "
-        f"{capture.waiting_for()}; tools/list may be at most {capture.max_bytes} bytes (plus "
-        f"{message_limit - capture.max_bytes} bytes of envelope); refused without reading the rest",
-    )
+    return message_too_large(size, capture.waiting_for(), capture.max_bytes, message_limit)

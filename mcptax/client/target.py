@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from pydantic import ValidationError
-
 from mcptax.tokens import canonical
 
 # How the poller reaches a server. Named apart from the SDK's ``Transport`` (a stream pair factory)
@@ -18,6 +16,10 @@ Outcome = Literal[
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 PREVIEW_CHARS = 120
+# One message may carry a little more than the tools themselves (JSON-RPC envelope, _meta), so the
+# transports allow this much above max_bytes; the exact limit is applied to the tools/list results.
+ENVELOPE_SLACK_BYTES = 256 * 1024
+MAX_PAGES = 1000
 
 
 class PollError(Exception):
@@ -90,7 +92,36 @@ def preview(data: bytes | str) -> str:
 def exception_summary(exc: BaseException) -> str:
     """What kind of failure ``exc`` is, without the text it carries: pydantic's message repeats
     the input it refused, which is the server's reply."""
+    from pydantic import ValidationError  # here: the SDK-free fast path never needs pydantic
+
     if isinstance(exc, ValidationError):
         kinds = sorted({error["type"] for error in exc.errors(include_url=False, include_input=False)})
         return f"{exc.error_count()} validation error(s): {', '.join(kinds[:5])}"
     return type(exc).__name__
+
+
+def message_too_large(size: int, waiting_for: str, max_bytes: int, message_limit: int) -> PollError:
+    """One message passed the transport's bound: refused before the rest of it is read."""
+    return PollError(
+        "refused_too_large",
+        f"a message from the server passed {message_limit} bytes ({size} read) while answering "
+        f"{waiting_for}; tools/list may be at most {max_bytes} bytes (plus "
+        f"{message_limit - max_bytes} bytes of envelope); refused without reading the rest",
+    )
+
+
+def payload_too_large(total: int, pages: int, size: int, max_bytes: int) -> PollError:
+    """The tools/list results, summed over `pages` pages, passed `max_bytes`."""
+    return PollError(
+        "refused_too_large",
+        f"tools/list payload is {total} bytes after {pages} page(s) (this page {size} bytes); "
+        f"the limit is {max_bytes} bytes",
+    )
+
+
+def repeated_cursor(cursor: str) -> PollError:
+    return PollError("protocol_error", f"tools/list repeated the cursor {cursor!r}; it would never end")
+
+
+def too_many_pages() -> PollError:
+    return PollError("protocol_error", f"tools/list did not end within {MAX_PAGES} pages")

@@ -62,22 +62,45 @@ def test_importing_every_app_module_loads_no_mcp_sdk_plotly_or_apprise():
     assert result["loaded"] == []
 
 
-def test_mcp_tax_tokens_loads_neither_django_nor_the_mcp_sdk(tmp_path):
-    path = tmp_path / "tools.json"
-    path.write_text('{"tools": [{"name": "a", "inputSchema": {}}]}')
+def cli_probe(args: list[str], modules: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Run `mcp-tax ARGS` in a fresh interpreter (it must exit 0): its output, and which of the
+    top-level `modules` it had loaded by then."""
     probe = (
-        "import sys\n"
+        "import json, sys\n"
         "from mcptax.cli.main import main\n"
-        "assert main(['tokens', sys.argv[1]]) == 0\n"
-        "print(sorted(m for m in ('django', 'mcp', 'plotly', 'apprise', 'httpx') if m in sys.modules))"
+        "assert main(json.loads(sys.argv[1])) == 0\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in json.loads(sys.argv[2]))))"
     )
     run = subprocess.run(
-        [sys.executable, "-c", probe, str(path)],
+        [sys.executable, "-c", probe, json.dumps(args), json.dumps(modules)],
         capture_output=True,
         text=True,
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        timeout=60,
+        timeout=120,
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.splitlines()[-1] == "[]"
+    output, _, loaded = run.stdout.rstrip().rpartition("\n")
+    return output, json.loads(loaded)
+
+
+def test_mcp_tax_tokens_loads_neither_django_nor_the_mcp_sdk(tmp_path):
+    path = tmp_path / "tools.json"
+    path.write_text('{"tools": [{"name": "a", "inputSchema": {}}]}')
+    output, loaded = cli_probe(["tokens", str(path)], ("django", "mcp", "plotly", "apprise", "httpx"))
+    assert output.startswith("1 tools, fixed tax ")  # the figures are checked in tests/mcptax/cli
+    assert loaded == []
+
+
+def test_mcp_tax_measure_of_servers_of_both_eras_never_loads_the_mcp_sdk(tmp_path):
+    """The fast path (mcptax.client.legacy) speaks to them itself: the SDK's 0.8 s stays unpaid."""
+    from tests.mcptax.cli.support import server_entry, write_config
+
+    config = write_config(
+        tmp_path / "mcp.json",
+        {"modern": server_entry("lean"), "handshake": server_entry("misbehaving", "--mode", "quirky")},
+    )
+    output, loaded = cli_probe(["measure", str(config), "--json"], ("mcp", "mcp_types", "django", "pydantic"))
+    measured = json.loads(output)
+    assert [s["status"] for s in measured["stacks"][0]["servers"]] == ["ok", "ok"]
+    assert loaded == []

@@ -5,11 +5,14 @@ count of the tools the MCP client fetched (support.oracle_tax), never the comman
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
 from examples.servers.launch import serve_http
 from tests.mcptax.cli.support import (
+    CL100K,
+    ROOT,
     fetched,
     mcp_tax,
     oracle_instructions,
@@ -176,3 +179,29 @@ def test_a_profile_and_an_encoding_count_the_tools_as_that_client_sends_them(tmp
     assert server["fixed_tax_tokens"] != oracle_tax("lean")
     table = mcp_tax("measure", str(config), "--profile", "claude", "--encoding", "o200k_base")
     assert "o200k_base, claude profile" in table.stdout
+
+
+def test_a_server_off_the_fast_path_is_measured_again_through_the_sdk(tmp_path):
+    """One asks the client a question first (only the SDK answers those): measured exactly, as the
+    SDK fetched it. One writes a line that is not JSON: reported as the SDK reports it."""
+    from mcptax.client import ServerTarget
+    from tests.helpers import compact
+    from tests.mcptax.client.support import fetch
+
+    asks = [sys.executable, str(ROOT / "tests" / "servers" / "asks_first.py")]
+    config = write_config(
+        tmp_path / "mcp.json",
+        {
+            "asks": {"command": asks[0], "args": asks[1:]},
+            "garbled": server_entry("misbehaving", "--mode", "invalid_json"),
+        },
+    )
+    run = mcp_tax("measure", str(config), "--json")
+    assert run.returncode == 2, run.stderr
+    _, servers = _servers(json.loads(run.stdout))
+    reference = fetch(ServerTarget("stdio", command=asks[0], args=asks[1:]), include_prompts_resources=False)
+    visible = [{k: t[k] for k in ("name", "description", "inputSchema") if k in t} for t in reference.tools]
+    assert servers["asks"]["status"] == "ok" and servers["asks"]["tools"] == 2
+    assert servers["asks"]["fixed_tax_tokens"] == len(CL100K.encode_ordinary(compact(visible)))
+    assert servers["garbled"]["outcome"] == "protocol_error"
+    assert "not a JSON-RPC message" in servers["garbled"]["reason"]
