@@ -138,6 +138,14 @@ class AlertQuerySet(models.QuerySet["Alert"]):
         return self.filter(state__in=OPEN_STATES)
 
 
+def about_tool(server: McpServer, tool: str) -> Q:
+    """The alerts whose subject is `tool` of `server` (see `Alert.tool_name`)."""
+    return Q(server=server) & (
+        Q(rule_key=f"tool:{server.name}/{tool}:{Measure.DAMAGED_ARRIVALS.value}")
+        | Q(measure=Measure.MAX_TOOL_TOKENS, subject_label=f"{server.name} / {tool}")
+    )
+
+
 class Alert(models.Model):
     """One breach of one rule on one subject; at most one open per `rule_key`."""
 
@@ -217,6 +225,21 @@ class Alert(models.Model):
         if kind in ("agent", "tool"):
             return kind
         return "server" if self.server_id is not None else "team"
+
+    @property
+    def tool_name(self) -> str:
+        """The tool of its server this alert is about, or "": a damaged-arrivals rule names it in
+        its key, the largest-tool rule in its subject ("<server> / <tool>")."""
+        server = self.server if self.server_id is not None else None
+        if server is None:
+            return ""
+        if self.rule_key.startswith("tool:"):
+            body, prefix = self.rule_key[len("tool:") :].rsplit(":", 1)[0], server.name + "/"
+        elif self.measure == Measure.MAX_TOOL_TOKENS:
+            body, prefix = self.subject_label, server.name + " / "
+        else:
+            return ""
+        return body[len(prefix) :] if body.startswith(prefix) and len(body) > len(prefix) else ""
 
     @property
     def agent_family(self) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID
 
 from django.db.models import Q, QuerySet
 
-from dashboard.alerts.models import OPEN_STATES, Alert, AlertState, Level, Threshold
+from dashboard.alerts.models import OPEN_STATES, Alert, AlertState, Level, Threshold, about_tool
 from dashboard.alerts.notify.models import Channel, Notification
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
@@ -67,15 +68,18 @@ BANNER_SHOWN = 5
 
 @dataclass
 class BannerScope:
-    """Whose open alerts a banner shows: the whole team, one server, or one agent family."""
+    """Whose open alerts a banner shows: the whole team, one server, one tool of a server, or one
+    agent family."""
 
     server: McpServer | None = None
     family: str = ""
+    tool: str = ""
 
     @property
     def query(self) -> str:
         if self.server is not None:
-            return f"server={self.server.code}"
+            tool = f"&{urlencode({'tool': self.tool})}" if self.tool else ""
+            return f"server={self.server.code}{tool}"
         return f"agent={self.family}" if self.family else ""
 
 
@@ -94,7 +98,9 @@ def banner_scope(team: Team, params: Mapping[str, Any]) -> BannerScope:
     code = params.get("server") or ""
     if code:
         server = team.servers.filter(code=code).first() if _is_uuid(code) else None
-        return BannerScope(server=server) if server is not None else BannerScope()
+        if server is None:
+            return BannerScope()
+        return BannerScope(server=server, tool=str(params.get("tool") or "")[:200])
     return BannerScope(family=str(params.get("agent") or "")[:200])
 
 
@@ -109,7 +115,9 @@ def _is_uuid(value: str) -> bool:
 def banner(team: Team, scope: BannerScope) -> Banner:
     """The scope's open alerts, errors first then newest, and how many there are."""
     rows = alerts(team).filter(state__in=OPEN_STATES)
-    if scope.server is not None:
+    if scope.server is not None and scope.tool:
+        rows = rows.filter(about_tool(scope.server, scope.tool))
+    elif scope.server is not None:
         rows = rows.filter(server=scope.server)
     elif scope.family:
         # Agent alerts name the agent as "<family> <version>" (ingest.fidelity.alerts).

@@ -7,13 +7,15 @@ swap gets the named partial of the same template back (dashboard.htmx).
 from __future__ import annotations
 
 from datetime import datetime, time
+from typing import Any
+from urllib.parse import urlsplit
 from uuid import UUID
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.paginator import Paginator
-from django.http import HttpResponse
+from django.http import HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -55,15 +57,14 @@ def _get_channel_for_user(
     return team, get_object_or_404(selectors.channels(team), code=code)
 
 
-@login_required
-def alert_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
-    team = get_team_for_user(request, team_slug)
-    state = request.GET.get("state", "open")
+def _list_context(team: Team, params: QueryDict, list_url: str) -> dict[str, Any]:
+    """The alert list under `params` (state, sort, page); `list_url` is where a bulk action returns."""
+    state = params.get("state", "open")
     state = state if state in selectors.STATE_FILTERS else "open"
-    sort = request.GET.get("sort", "-opened")
+    sort = params.get("sort", "-opened")
     sort = sort if sort in selectors.SORTS else "-opened"
-    page = Paginator(selectors.alert_list(team, state, sort), PAGE_SIZE).get_page(request.GET.get("page"))
-    ctx = {
+    page = Paginator(selectors.alert_list(team, state, sort), PAGE_SIZE).get_page(params.get("page"))
+    return {
         "team": team,
         "page": page,
         "state": state,
@@ -71,7 +72,14 @@ def alert_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "states": list(selectors.STATE_FILTERS),
         "sorts": [("-opened", "newest"), ("opened", "oldest"), ("level", "level"), ("subject", "subject")],
         "today": timezone.localdate(),
+        "list_url": list_url,
     }
+
+
+@login_required
+def alert_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    team = get_team_for_user(request, team_slug)
+    ctx = _list_context(team, request.GET, request.get_full_path())
     return render_page(request, "alerts/list.html", ctx, fragment="alert-table")
 
 
@@ -143,21 +151,37 @@ BULK_ACTIONS = {"acknowledge": "acknowledged", "silence": "silenced", "resolve":
 @login_required
 @require_POST
 def alert_bulk(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
-    """Acknowledge, silence (until a date or the next release) or resolve the checked alerts."""
+    """Acknowledge, silence (until a date or the next release) or resolve the checked alerts.
+
+    An htmx post gets the alert list back (as the page it came from showed it, with what was done
+    said above it) and the navigation count out of band; a plain post is redirected back there."""
     team = get_team_for_user(request, team_slug, Action.HANDLE_ALERTS)
+    done, error = _bulk_apply(request, team)
+    back = _back(request, team)
+    if wants_fragment(request):
+        ctx = _list_context(team, QueryDict(urlsplit(back).query), back)
+        ctx.update(bulk_note=error or done, bulk_failed=bool(error))
+        response = render_page(request, "alerts/list.html", ctx, fragment="alert-table")
+        return _changed(request, team, response) if not error else response
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, done)
+    return redirect(back)
+
+
+def _bulk_apply(request: HtmxHttpRequest, team: Team) -> tuple[str, str]:
+    """(what was done, or an error for the person) for a bulk post."""
     action = request.POST.get("action", "")
     codes = request.POST.getlist("alert")
-    back = _back(request, team)
     if action not in BULK_ACTIONS or not codes:
-        messages.error(request, "Tick one or more alerts, then choose what to do with them.")
-        return redirect(back)
+        return "", "Tick one or more alerts, then choose what to do with them."
     until, error = (None, "")
     until_raw = request.POST.get("until", "").strip()
     if action == "silence" and until_raw:
         until, error = _silence_until(until_raw)
     if error:
-        messages.error(request, error)
-        return redirect(back)
+        return "", error
     done = 0
     for alert in selectors.alerts(team).filter(code__in=_uuids(codes)):
         if action == "acknowledge":
@@ -168,8 +192,7 @@ def alert_bulk(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             done += _resolve_by_hand(request, team, alert)
     skipped = len(codes) - done
     note = f"; {skipped} left as they were (not in a state that allows it)" if skipped else ""
-    messages.success(request, f"{done} alert{'s' if done != 1 else ''} {BULK_ACTIONS[action]}{note}.")
-    return redirect(back)
+    return f"{done} alert{'s' if done != 1 else ''} {BULK_ACTIONS[action]}{note}.", ""
 
 
 def _uuids(raw: list[str]) -> list[UUID]:

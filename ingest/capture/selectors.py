@@ -61,7 +61,7 @@ def job_calls(job: IngestJob) -> QuerySet[ToolCall]:
     """The job's calls in time order, with only the columns the job page lists."""
     return (
         ToolCall.objects.filter(team=job.team, job=job)
-        .select_related("agent")
+        .select_related("agent", "server")
         .order_by("request_ts", "pk")
         .only(
             "pk",
@@ -76,6 +76,8 @@ def job_calls(job: IngestJob) -> QuerySet[ToolCall]:
             "agent__family",
             "agent__version",
             "agent__name",
+            "server__code",
+            "server__name",
         )
     )
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from ingest.fidelity import views
+from ingest.fidelity import tool_views, views
 
 urlpatterns = [
     path("t/<slug:team_slug>/agents/", views.agents_list, name="fidelity_agents"),
@@ -12,6 +12,12 @@ urlpatterns = [
         "t/<slug:team_slug>/servers/<uuid:code>/unused-tools/",
         views.server_unused_tools,
         name="fidelity_unused_tools",
+    ),
+    # A tool's name may hold any character a server gives it, a "/" included.
+    path(
+        "t/<slug:team_slug>/servers/<uuid:code>/tools/<path:tool>/",
+        tool_views.tool_detail,
+        name="fidelity_tool",
     ),
     path("t/<slug:team_slug>/references/", views.references, name="fidelity_references"),
     path(

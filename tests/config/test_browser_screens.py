@@ -18,7 +18,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from dashboard.teams.models import Team
-from ingest.capture.models import Agent
+from ingest.capture.models import Agent, ToolCall
 from tests.conftest import CHROMIUM_ARGS, axe_core_script, browser_login, chromium_executable
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -53,10 +53,14 @@ def _pages(team: Team) -> list[str]:
     slug = team.slug
     server = team.servers.order_by("-current_snapshot__fixed_tax_tokens").first()
     family = Agent.objects.filter(team=team).values_list("family", flat=True).first()
+    # A tool agents pasted into, so its page has every part (history, chart, calls, agents).
+    called = ToolCall.objects.filter(team=team, server=server).values_list("tool", flat=True).first()
+    assert called, f"the demo has no captured call of a tool of {server.name}"
     return [
         reverse("team_overview", args=[slug]),
         reverse("server_detail", args=[slug, server.code]),
         reverse("snapshot_diff", args=[slug, server.code]),
+        reverse("fidelity_tool", args=[slug, server.code, called]) + "?days=0",
         reverse("server_add", args=[slug]),
         reverse("stacks", args=[slug]),
         reverse("regressions", args=[slug]) + "?period=all",

@@ -153,6 +153,26 @@ def calls_page(
     return _load_calls_page(keys, number)
 
 
+# The tool page's call list: sort key -> the columns it orders by (then the id, to be stable).
+TOOL_CALL_SORTS = {"when": "request_ts", "bytes": "argument_bytes"}
+DEFAULT_TOOL_CALL_SORT = "-when"
+
+
+def tool_calls_page(
+    team: Team, server_label: str, tool: str, since: date | None, sort: str, number: int
+) -> CallsPage:
+    """Page ``number`` of one tool's calls, ordered by ``sort`` (a key of TOOL_CALL_SORTS, "-" first
+    for descending); newest first walks the (team, server label, tool, -request_ts) index."""
+    calls = ToolCall.objects.filter(team=team, server_label=server_label, tool=tool, counts_in_rollups=True)
+    if since is not None:
+        calls = calls.filter(request_ts__gte=_since_start(since))
+    column = TOOL_CALL_SORTS[sort.lstrip("-")]
+    order = (f"-{column}", "-pk") if sort.startswith("-") else (column, "pk")
+    offset = (number - 1) * CALLS_PER_PAGE
+    keys = list(calls.order_by(*order).values_list("request_ts", "pk")[offset : offset + CALLS_PER_PAGE + 1])
+    return _load_calls_page(keys, number)
+
+
 def rare_verdict_keys(
     team: Team,
     agent_ids: list[int],
@@ -190,9 +210,11 @@ def _load_calls_page(keys: list[CallKey], number: int) -> CallsPage:
     arguments = BulkArgument.objects.only("pk", "call_id", "pointer", "verdict", "bytes", "tokens", "kind")
     loaded = (
         ToolCall.objects.filter(pk__in=order)
-        .select_related("agent")
+        .select_related("agent", "server")
         .only(
             "pk",
+            "server__code",
+            "server__name",
             "agent__family",
             "agent__name",
             "agent__version",

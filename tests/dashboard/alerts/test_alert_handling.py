@@ -104,6 +104,44 @@ def test_bulk_acknowledge_silence_and_resolve(alice_client, team):
     assert "Tick one or more alerts" in page_text(nothing.content.decode())
 
 
+def test_bulk_through_htmx_swaps_the_list_and_the_count_and_a_plain_post_still_redirects(alice_client, team):
+    alerts = [_breach(team, name)[1] for name in ("a", "b", "c")]
+    url = reverse("alert_bulk", args=[team.slug])
+    back = reverse("alert_list", args=[team.slug]) + "?state=active"
+    codes = [str(a.code) for a in alerts]
+    response = alice_client.post(
+        url,
+        {"action": "acknowledge", "alert": codes[:2], "next": back},
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_TARGET="alert-table",
+    )
+    assert response.status_code == 200 and "HX-Request" in response["Vary"]
+    html = response.content.decode()
+    # The list's region, as the page it came from shows it (only active alerts: one is left) ...
+    assert html.lstrip().startswith('<div id="alert-table">') and "<html" not in html
+    assert '<p id="bulk-note" class="ok" role="status">2 alerts acknowledged.</p>' in html
+    rows = re.findall(r'<tr id="alert-([0-9a-f-]+)"', html)
+    assert rows == [codes[2]]
+    assert f'name="next" value="{back}"' in html
+    # ... with the navigation count out of band, now 1, and the banners told to refresh.
+    count = re.search(
+        r'<span id="nav-alert-count"[^>]*hx-swap-oob="true"[^>]*>(.*?)</span></span>', html, re.S
+    )
+    assert count is not None and '<span class="badge error" title="1 active alert">1</span>' in count.group(0)
+    assert "alertsChanged" in response["HX-Trigger"]
+    assert [Alert.objects.get(pk=a.pk).state for a in alerts] == ["acknowledged", "acknowledged", "active"]
+    # A refusal answers in the same region, changes nothing and triggers nothing.
+    refused = alice_client.post(
+        url, {"action": "resolve", "next": back}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="alert-table"
+    )
+    assert 'class="error" role="status">Tick one or more alerts' in refused.content.decode()
+    assert "HX-Trigger" not in refused
+    # Without JavaScript: a plain post, redirected back to the page it came from.
+    plain = alice_client.post(url, {"action": "resolve", "alert": codes[2:], "next": back})
+    assert plain.status_code == 302 and plain["Location"] == back
+    assert Alert.objects.get(pk=alerts[2].pk).state == "resolved"
+
+
 def test_banner_lists_the_scopes_open_alerts_and_the_count_endpoint_is_live(alice_client, team):
     files, _ = _breach(team, "files")
     docs, docs_alert = _breach(team, "docs")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts.models import AlertState
+from dashboard.alerts.models import Alert, AlertState
 from tests.conftest import browser_login
 from tests.dashboard.alerts.factories import open_alert
 
@@ -35,4 +35,33 @@ def test_acknowledge_and_silence_in_chromium(browser_page, live_server, team, al
     page.wait_for_selector(f"{row} :text('until the next release')")
     alert.refresh_from_db()
     assert alert.state == AlertState.SILENCED and alert.acknowledged_by == alice
+    assert page.js_errors == []
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_bulk_acknowledge_swaps_the_list_and_the_count_without_a_reload(
+    browser_page, live_server, team, alice
+):
+    alice.set_password("pw-for-browser-123")
+    alice.save()
+    alerts = [open_alert(team, rule_key=f"server:{n}:fixed_tax_tokens").alert for n in (1, 2, 3)]
+    page = browser_page
+    browser_login(page, live_server, "alice", "pw-for-browser-123")
+    page.goto(live_server.url + reverse("alert_list", args=[team.slug]))
+    assert page.inner_text("#nav-alerts .badge") == "3"
+    page.evaluate("window.notReloaded = true")
+    for alert in alerts[:2]:
+        page.check(f"#alert-{alert.code} input[type=checkbox]")
+    page.click("#bulk-form button:has-text('Acknowledge')")
+    page.wait_for_selector("#bulk-note:has-text('2 alerts acknowledged.')")
+    page.wait_for_function("document.querySelector('#nav-alerts .badge').textContent.trim() === '1'")
+    assert page.evaluate("window.notReloaded === true"), "the list was swapped, not the page reloaded"
+    assert page.inner_text(f"#alert-{alerts[0].code} .badge.state-acknowledged") == "Acknowledged"
+    assert page.is_visible(f"#alert-{alerts[2].code} input[type=checkbox]")
+    assert [a.state for a in (Alert.objects.get(pk=a.pk) for a in alerts)] == [
+        AlertState.ACKNOWLEDGED,
+        AlertState.ACKNOWLEDGED,
+        AlertState.ACTIVE,
+    ]
     assert page.js_errors == []

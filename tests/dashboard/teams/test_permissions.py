@@ -318,6 +318,9 @@ TABLE: dict[str, list[Case]] = {
     "fidelity_agent": [Case("GET", SEE, lambda w: {"team_slug": w.team.slug, "family": w.family})],
     "fidelity_call": [Case("GET", SEE, obj("call_id", "call"))],
     "fidelity_unused_tools": [Case("GET", SEE, server("admin_http"))],
+    "fidelity_tool": [
+        Case("GET", SEE, lambda w: {"team_slug": w.team.slug, "code": w.admin_http.code, "tool": "read"})
+    ],
     "fidelity_references": [
         Case("GET", SEE),
         Case(
