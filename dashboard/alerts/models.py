@@ -242,6 +242,24 @@ class Alert(models.Model):
         return body[len(prefix) :] if body.startswith(prefix) and len(body) > len(prefix) else ""
 
     @property
+    def subject_path(self) -> str:
+        """The page that explains the subject: the tool's, the server's, the stack's, the agent's,
+        or (for a team-wide rule) the agents list."""
+        from django.urls import reverse
+
+        slug = self.team.slug
+        if self.tool_name and self.server is not None:
+            return reverse("fidelity_tool", args=[slug, self.server.code, self.tool_name])
+        kind = self.subject_kind
+        if kind == "stack":
+            return reverse("stacks", args=[slug]) + f"#stack-{self.stack_id}"
+        if kind in ("server", "tool") and self.server is not None:
+            return reverse("server_detail", args=[slug, self.server.code])
+        if kind == "agent" and self.agent_family:
+            return reverse("fidelity_agent", args=[slug, self.agent_family])
+        return reverse("fidelity_agents", args=[slug])
+
+    @property
     def agent_family(self) -> str:
         # Agent alerts name the agent "<family> <version>" (ingest.fidelity.alerts).
         return self.subject_label.split(" ", 1)[0] if self.subject_kind == "agent" else ""

@@ -34,7 +34,7 @@ SORTS = {
 
 def alerts(team: Team) -> QuerySet[Alert]:
     return Alert.objects.filter(team=team).select_related(
-        "server", "stack", "acknowledged_by", "resolved_by", "resolved_snapshot", "threshold"
+        "team", "server", "stack", "acknowledged_by", "resolved_by", "resolved_snapshot", "threshold"
     )
 
 

@@ -86,6 +86,8 @@ def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
             "id": str(alert.code),
             "url": _absolute(reverse("alert_list", args=[alert.team.slug]), alert.origin)
             + f"?state=all#alert-{alert.code}",
+            # The page that explains the subject (its tool, server, stack or agent).
+            "subject_url": _absolute(alert.subject_path, alert.origin),
             "rule_key": alert.rule_key,
             "measure": alert.measure,
             "measure_label": Measure(alert.measure).label
@@ -146,7 +148,9 @@ def render(payload: dict[str, Any]) -> Message:
     if alert.get("snapshot"):
         snap = alert["snapshot"]
         lines.append(f"Snapshot: version {snap['version'] or '-'}, {snap['fixed_tax_tokens']} tokens")
-    lines += ["", alert["url"]]
+    lines += ["", f"Alert: {alert['url']}"]
+    if alert.get("subject_url"):
+        lines.append(f"{alert['subject']}: {alert['subject_url']}")
     return Message(payload, subject, "\n".join(lines) + "\n")
 
 

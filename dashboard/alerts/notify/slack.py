@@ -23,6 +23,8 @@ class SlackSender(Sender):
                 {"type": "mrkdwn", "text": f"*Measure*\n{alert.get('measure_label')}"},
             ]
         link = f" <{alert['url']}|open>" if alert.get("url") else ""
+        if alert.get("subject_url"):
+            link += f" <{alert['subject_url']}|{alert.get('subject') or 'subject'}>"
         blocks: list[dict[str, Any]] = [
             {"type": "section", "text": {"type": "mrkdwn", "text": message.subject + link}}
         ]

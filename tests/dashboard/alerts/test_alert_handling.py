@@ -12,6 +12,7 @@ from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
 from dashboard.alerts.notify.delivery import alert_payload, render
 from dashboard.alerts.notify.models import EventKind, NotificationEvent
 from dashboard.origin import DEFAULT_SITE_URL
+from tests.dashboard import factories
 from tests.dashboard.factories import http_server, independent_tax, page_text, record, tool
 
 pytestmark = pytest.mark.django_db
@@ -206,3 +207,30 @@ def test_notification_links_use_site_url_else_the_request_else_the_default(alice
     assert alert_payload(alert, EventKind.OPENED)["alert"]["url"].startswith("http://tax.internal:8123/t/")
     settings.SITE_URL = "https://tax.example.com/"
     assert alert_payload(alert, EventKind.OPENED)["alert"]["url"].startswith("https://tax.example.com/t/")
+
+
+def test_a_tool_alert_links_to_the_tool_page_in_the_list_the_payload_and_the_email(
+    alice_client, team, settings
+):
+    settings.SITE_URL = "https://tax.example.com"
+    limit = factories.independent_tool_tokens(BIG)["read"] - 1  # the biggest tool, alone, is just over
+    Threshold.objects.create(team=team, measure=Measure.MAX_TOOL_TOKENS, level=Level.WARNING, limit=limit)
+    server = http_server(team, "files")
+    record(server, BIG, "1.0")
+    evaluate_server(server)
+    alert = Alert.objects.open().get(server=server, measure=Measure.MAX_TOOL_TOKENS)
+    tool_page = f"/t/{team.slug}/servers/{server.code}/tools/read/"
+    assert reverse("fidelity_tool", args=[team.slug, server.code, "read"]) == tool_page
+
+    html = alice_client.get(reverse("alert_list", args=[team.slug])).content.decode()
+    assert f'href="{tool_page}">files / read</a>' in html
+    payload = alert_payload(alert, EventKind.OPENED)
+    assert payload["alert"]["subject_url"] == "https://tax.example.com" + tool_page
+    assert f"files / read: https://tax.example.com{tool_page}" in render(payload).text.splitlines()
+
+
+def test_a_server_alert_links_to_the_server_page_in_the_payload(team):
+    server, alert = _breach(team)
+    assert alert_payload(alert, EventKind.OPENED)["alert"]["subject_url"].endswith(
+        f"/t/{team.slug}/servers/{server.code}/"
+    )
