@@ -176,16 +176,30 @@ def from_json(data: dict[str, Any], assembler: CallAssembler | None = None) -> C
     return a
 
 
+def pack(value: Any) -> bytes:
+    """JSON-able ``value`` as zlib-compressed ASCII JSON (NUL and lone surrogates escaped)."""
+    return zlib.compress(json.dumps(value, separators=(",", ":")).encode("ascii"), 6)
+
+
+def unpack(data: bytes | memoryview) -> Any:
+    """The value ``pack`` wrote; StateError when the bytes are not one."""
+    try:
+        return json.loads(zlib.decompress(bytes(data)))
+    except (zlib.error, ValueError) as exc:
+        raise StateError(f"unreadable state: {exc}") from exc
+
+
 def dump(assembler: CallAssembler, parser_state: dict[str, Any] | None = None) -> bytes:
     """The assembler's and the parser's state as compact bytes (see the module docstring)."""
-    text = json.dumps({"assembler": to_json(assembler), "parser": parser_state or {}}, separators=(",", ":"))
-    return zlib.compress(text.encode("ascii"), 6)
+    return pack({"assembler": to_json(assembler), "parser": parser_state or {}})
 
 
-def load(data: bytes, assembler: CallAssembler | None = None) -> tuple[CallAssembler, dict[str, Any]]:
+def load(
+    data: bytes | memoryview, assembler: CallAssembler | None = None
+) -> tuple[CallAssembler, dict[str, Any]]:
     """``(assembler, parser_state)`` from bytes ``dump`` wrote; StateError when they are not one."""
+    value = unpack(data)
     try:
-        value = json.loads(zlib.decompress(bytes(data)))
         return from_json(value["assembler"], assembler), dict(value["parser"])
     except (zlib.error, ValueError, KeyError, TypeError, IndexError) as exc:
         if isinstance(exc, StateError):
