@@ -365,6 +365,7 @@ class WatchedFile(models.Model):
     # What the parser and the call assembler knew at ``offset`` (pending requests, sessions' clients;
     # mcptax.formats.state): the next scan reads on from there. Empty: read from the start.
     pairing_state = models.BinaryField(null=True, blank=True)
+    last_scan_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes the last read parsed")
 
     class Meta:
         ordering = ["path"]
