@@ -307,6 +307,8 @@ INGEST_BATCH_LINES = env_int("INGEST_BATCH_LINES", 5000)
 INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
+# An envelope log larger than this is read in ranges of about this size, by as many workers as are free.
+INGEST_RANGE_BYTES = env_int("INGEST_RANGE_BYTES", 64 * 1024 * 1024)
 # A job that fails for a transient reason (the storage, the database, I/O) is tried again up to this
 # many times, after INGEST_RETRY_BASE_SECONDS, doubling each time; refused input is never retried.
 INGEST_RETRY_MAX = env_int("INGEST_RETRY_MAX", 3)

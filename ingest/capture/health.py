@@ -13,7 +13,9 @@ from ingest.capture.pipeline import stalled_jobs
 
 
 def ingest_errors(teams: Teams, since: datetime) -> ErrorSummary | None:
-    failed = IngestJob.objects.filter(team__in=teams, status=IngestJob.Status.FAILED, finished__gte=since)
+    failed = IngestJob.objects.filter(
+        team__in=teams, parent=None, status=IngestJob.Status.FAILED, finished__gte=since
+    )
     totals = failed.aggregate(count=Count("pk"), since=Min("finished"))
     last = failed.select_related("team").order_by("-finished", "-pk").first()
     if last is None or last.finished is None:

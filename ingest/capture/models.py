@@ -239,6 +239,16 @@ class IngestJob(models.Model):
     created = models.DateTimeField(default=timezone.now)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # A large file is read in line ranges side by side (ingest.capture.pipeline.ranges): each range
+    # is a job of its own (lease, watermark, counters) under ``parent``, bytes [range_start,
+    # range_end) after ``first_line`` lines. ``edge``: a range's seed, then what it hands on to
+    # the parent's stitch (zlib JSON, mcptax.formats.state.pack); a parent's range count.
+    parent = models.ForeignKey("self", models.CASCADE, null=True, blank=True, related_name="ranges")
+    range_index = models.PositiveIntegerField(default=0)
+    range_start = models.PositiveBigIntegerField(default=0)
+    range_end = models.PositiveBigIntegerField(default=0)
+    first_line = models.PositiveBigIntegerField(default=0)
+    edge = models.BinaryField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created", "-pk"]
@@ -352,6 +362,10 @@ class WatchedFile(models.Model):
     head_len = models.PositiveIntegerField(default=0)
     last_read_at = models.DateTimeField(null=True, blank=True)
     job = models.ForeignKey(IngestJob, models.SET_NULL, null=True, blank=True, related_name="+")
+    # What the parser and the call assembler knew at ``offset`` (pending requests, sessions' clients;
+    # mcptax.formats.state): the next scan reads on from there. Empty: read from the start.
+    pairing_state = models.BinaryField(null=True, blank=True)
+    last_scan_bytes = models.PositiveBigIntegerField(default=0, help_text="Bytes the last read parsed")
 
     class Meta:
         ordering = ["path"]

@@ -38,7 +38,7 @@ def is_in_progress(job: IngestJob) -> bool:
 def jobs(team: Team, sort: str) -> QuerySet[IngestJob]:
     """The team's jobs in the order ``sort`` names (a key of JOB_SORTS)."""
     return (
-        IngestJob.objects.filter(team=team)
+        IngestJob.objects.filter(team=team, parent=None)  # a large file's ranges are parts of its job
         .select_related("created_by")
         .order_by(JOB_SORTS.get(sort, JOB_SORTS[DEFAULT_JOB_SORT]), "-pk")
     )
@@ -114,7 +114,7 @@ def quarantine_listing(team: Team, *, reason: str, job: IngestJob | None) -> Que
 def jobs_with_quarantine(team: Team, selected: IngestJob | None) -> QuerySet[IngestJob]:
     """Jobs to offer in the quarantine filter: those with quarantined lines, and the selected one."""
     return (
-        IngestJob.objects.filter(team=team)
+        IngestJob.objects.filter(team=team, parent=None)
         .filter(Q(quarantined__gt=0) | Q(pk=selected.pk if selected else None))
         .only("code", "filename", "created", "quarantined")
         .order_by("-created")[:200]

@@ -7,6 +7,7 @@ and the routes and beat schedule in ``config/celery.py`` use them (all routed to
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -23,16 +24,32 @@ def run_ingest_job(job_id: int) -> str:
     A transient failure leaves the job ``retrying``: it is sent again for its ``retry_at`` (and
     the beat's resume_stalled_jobs picks it up then should that message be lost).
     """
+    return _run(job_id, run_ingest_job)
+
+
+@shared_task(name="ingest.tasks.run_ingest_range", ignore_result=True)
+def run_ingest_range(job_id: int) -> str:
+    """Run or resume one line range of a large file (``pipeline.ranges``); the last range done
+    also runs the file's stitch. Safe to deliver twice, like ``run_ingest_job``."""
+    return _run(job_id, run_ingest_range)
+
+
+def enqueue_range(job_id: int) -> None:
+    """Send a range to whichever worker is free (called once the ranges are committed)."""
+    broker.send(lambda: run_ingest_range.delay(job_id), f"queueing ingest range {job_id}")
+
+
+def _run(job_id: int, task: Any) -> str:
     attempts_before = IngestJob.objects.filter(pk=job_id).values_list("attempts", flat=True).first()
     try:
-        job = pipeline.run_job(job_id)
+        job = pipeline.run_job(job_id, enqueue_range=enqueue_range)
     except IngestJob.DoesNotExist:
         return "missing"
     # Only the run that failed sends the retry (an early duplicate delivery, refused, sends none),
     # and never in eager mode, where nothing could hold the message until its time.
     failed_now = job.attempts != attempts_before and job.status == IngestJob.Status.RETRYING
-    if failed_now and job.retry_at is not None and not run_ingest_job.app.conf.task_always_eager:
-        run_ingest_job.apply_async((job_id,), eta=job.retry_at)
+    if failed_now and job.retry_at is not None and not task.app.conf.task_always_eager:
+        task.apply_async((job_id,), eta=job.retry_at)
     return str(job.status)
 
 

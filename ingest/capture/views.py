@@ -149,6 +149,8 @@ def _sorted_reasons(counts: dict[str, int] | None) -> list[tuple[str, int]]:
 
 def _progress_context(job: IngestJob) -> dict[str, Any]:
     return {
+        # A file read in ranges: its counters are the ranges' sums while they run.
+        "ranges": pipeline.range_progress(job),
         "team": job.team,
         "job": job,
         "polling": selectors.is_in_progress(job),

@@ -96,14 +96,30 @@ def detect_format(first_bytes: bytes) -> str:
     )
 
 
+# Formats read line by line, each line on its own or with a small state carried over (``state``):
+# a tailed file of these is read on from a byte offset, and a large one may be split in ranges.
+LINE_FORMATS = frozenset({"envelope", "claude-code", "codex"})
+_STATEFUL_PARSERS = frozenset({"claude-code", "codex"})
+
+
 def parse(
-    lines: Iterable[bytes | str], format: str, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    lines: Iterable[bytes | str],
+    format: str,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    state: dict[str, Any] | None = None,
 ) -> Iterator[LineEvent]:
-    """One LineEvent per input line (HAR: per entry) for a known format."""
+    """One LineEvent per input line (HAR: per entry) for a known format.
+
+    ``state`` (LINE_FORMATS only): the parser's state after the lines read before, updated in
+    place once ``lines`` are exhausted (see ``mcptax.formats.state``).
+    """
     try:
         parser = PARSERS[format]
     except KeyError:
         raise UnknownFormatError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}") from None
+    if state is not None and format in _STATEFUL_PARSERS:
+        return parser(lines, max_line_bytes=max_line_bytes, state=state)
     return parser(lines, max_line_bytes=max_line_bytes)
 
 
@@ -123,6 +139,7 @@ def read_calls(
 __all__ = [
     "DETECT_BYTES",
     "FORMATS",
+    "LINE_FORMATS",
     "PARSERS",
     "AgentInfo",
     "CallAssembler",

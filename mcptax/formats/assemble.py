@@ -39,10 +39,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from mcptax.formats.measures import duration_between, turn_shares
+from mcptax.formats.pending import LineState, PendingCall, Turn
 from mcptax.formats.records import (
     CALL,
     DUPLICATE,
@@ -69,40 +69,6 @@ TOOL_USE_ID_META_KEY = "claudecode/toolUseId"
 Output = ObservedCall | LineOutcome
 
 
-@dataclass
-class _LineState:
-    open: bool = True
-    pending: int = 0
-    call_keys: list[str] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
-    # An initialize request names the session's client; passed on so a later batch of the same
-    # session (a separate ingest) still knows who made its calls.
-    context: tuple[str, AgentInfo] | None = None
-
-
-@dataclass
-class _Turn:
-    key: tuple[str, str]
-    output_tokens: int | None = None
-    # Argument text of every tool call of the turn (MCP or built-in), by call id, in order.
-    inputs: dict[str, str] = field(default_factory=dict)
-    calls: list[_PendingCall] = field(default_factory=list)
-
-
-@dataclass
-class _PendingCall:
-    request: Frame
-    lines: list[int]
-    dedupe_key: str
-    response: Frame | None = None
-    responded: bool = False
-    attributed: bool = True
-    output_tokens: int | None = None
-    turn_output_tokens: int | None = None
-    turn_tool_calls: int | None = None
-    output_tokens_estimated: bool = False
-
-
 def _ends_call(frame: Frame, earlier: Frame) -> bool:
     return frame.duration_ms is not None and earlier.duration_ms is None
 
@@ -113,16 +79,16 @@ class CallAssembler:
     def __init__(self, format: str) -> None:
         self.format = format
         self.is_transcript = format in TRANSCRIPT_FORMATS
-        self._lines: dict[int, _LineState] = {}
+        self._lines: dict[int, LineState] = {}
         self._done_above_watermark: set[int] = set()
         self.watermark = 0
-        self._calls: dict[PairKey, _PendingCall] = {}
+        self._calls: dict[PairKey, PendingCall] = {}
         self._other_requests: dict[PairKey, str] = {}
         self._occurrences: Counter[str] = Counter()
         self._client_info: dict[str, AgentInfo] = {}
         self._server_info: dict[str, dict[str, Any]] = {}
-        self._turns: dict[tuple[str, str], _Turn] = {}
-        self._open_turn_by_chain: dict[str, _Turn] = {}
+        self._turns: dict[tuple[str, str], Turn] = {}
+        self._open_turn_by_chain: dict[str, Turn] = {}
         self._seen_frames: set[tuple[str, int]] = set()
         # Cut requests whose id was lost, per (session, connection), waiting for a response.
         self._idless: dict[tuple[str, str], list[tuple[Frame, int]]] = {}
@@ -133,16 +99,16 @@ class CallAssembler:
         """Consume one LineEvent; return what became final because of it, in order."""
         out: list[Output] = []
         if event.status != FRAME:
-            self._lines[event.line_no] = _LineState(open=False, reasons=[event.reason or event.status])
+            self._lines[event.line_no] = LineState(open=False, reasons=[event.reason or event.status])
             self._settle(event.line_no, out, status=event.status, raw=event.raw)
             return out
         frame_keys = {(f.session_key, f.seq) for f in event.frames if f.seq is not None}
         if frame_keys and frame_keys <= self._seen_frames:
-            self._lines[event.line_no] = _LineState(open=False, reasons=["duplicate_frame"])
+            self._lines[event.line_no] = LineState(open=False, reasons=["duplicate_frame"])
             self._settle(event.line_no, out, status=DUPLICATE)
             return out
         self._seen_frames.update(frame_keys)
-        self._lines[event.line_no] = state = _LineState()
+        self._lines[event.line_no] = state = LineState()
         for frame in event.frames:
             try:
                 self._frame(frame, event.line_no, out)
@@ -258,7 +224,7 @@ class CallAssembler:
                 return
             # A proxy saw the id reused while still pending: the earlier request got no answer.
             self._emit(existing, out)
-        call = _PendingCall(request=frame, lines=[line_no], dedupe_key=self._dedupe_key(frame))
+        call = PendingCall(request=frame, lines=[line_no], dedupe_key=self._dedupe_key(frame))
         self._calls[key] = call
         self._lines[line_no].pending += 1
         if self.is_transcript:
@@ -296,7 +262,11 @@ class CallAssembler:
         elif self._idless.get((frame.session_key, frame.conn_id)):
             self._adopt(frame, line_no, out)
         else:
-            self._note(line_no, "tool_result_only" if self.is_transcript else "orphan_response")
+            self._orphan(frame, line_no)
+
+    def _orphan(self, frame: Frame, line_no: int) -> None:
+        """A response no request read so far claims (``ranges`` hands it on to a later step)."""
+        self._note(line_no, "tool_result_only" if self.is_transcript else "orphan_response")
 
     def _adopt(self, response: Frame, line_no: int, out: list[Output]) -> None:
         """Pair the oldest cut request without an id with ``response``, which gives it its id."""
@@ -322,16 +292,16 @@ class CallAssembler:
         if open_turn is not None and open_turn.key != key:
             self._close_turn(open_turn, out)
         if key is not None:
-            turn = self._turns.setdefault(key, _Turn(key))
+            turn = self._turns.setdefault(key, Turn(key))
             self._open_turn_by_chain[frame.chain or ""] = turn
 
-    def _register_in_turn(self, frame: Frame, call: _PendingCall | None) -> None:
+    def _register_in_turn(self, frame: Frame, call: PendingCall | None) -> None:
         key = self._turn_key(frame)
         if key is None:
             if call is not None:
                 call.attributed = True
             return
-        turn = self._turns.setdefault(key, _Turn(key))
+        turn = self._turns.setdefault(key, Turn(key))
         params = (frame.message or {}).get("params") or {}
         call_id = frame.client_call_id or canonical((frame.message or {}).get("id"))
         raw = (
@@ -345,7 +315,7 @@ class CallAssembler:
         key = self._turn_key(frame)
         if key is None:
             return
-        turn = self._turns.setdefault(key, _Turn(key))
+        turn = self._turns.setdefault(key, Turn(key))
         if self.format == "codex" or turn.output_tokens is None:
             turn.output_tokens = frame.output_tokens
         elif frame.output_tokens is not None:
@@ -354,7 +324,7 @@ class CallAssembler:
         if self.format == "codex":
             self._close_turn(turn, out)
 
-    def _close_turn(self, turn: _Turn, out: list[Output]) -> None:
+    def _close_turn(self, turn: Turn, out: list[Output]) -> None:
         if self._turns.get(turn.key) is turn:
             del self._turns[turn.key]
         for chain, open_turn in list(self._open_turn_by_chain.items()):
@@ -381,8 +351,10 @@ class CallAssembler:
         else:
             request_sha = sha256_hex(utf8(canonical(message)))
             base = ["proxy", frame.session_key, frame.conn_id, message.get("id"), request_sha]
-            occurrence = self._occurrences[canonical(base)]
-            self._occurrences[canonical(base)] += 1
+            # Counted by a digest of the identity: the count outlives a scan (``state``), kept small.
+            counted = sha256_hex(utf8(canonical(base)))[:32]
+            occurrence = self._occurrences[counted]
+            self._occurrences[counted] += 1
             identity = [*base, occurrence]
         return sha256_hex(utf8(canonical(identity)))
 
@@ -395,7 +367,7 @@ class CallAssembler:
                 return agent
         return frame.agent
 
-    def _emit(self, call: _PendingCall, out: list[Output]) -> None:
+    def _emit(self, call: PendingCall, out: list[Output]) -> None:
         request = call.request
         key = self._pair_key(request, request.direction)
         if self._calls.get(key) is call:
@@ -472,14 +444,20 @@ class CallAssembler:
 
 
 def assemble(
-    events: Iterable[LineEvent], format: str, *, skip_through_line: int = 0, finish: bool = True
+    events: Iterable[LineEvent],
+    format: str,
+    *,
+    skip_through_line: int = 0,
+    finish: bool = True,
+    assembler: CallAssembler | None = None,
 ) -> Iterator[Output]:
     """Run a CallAssembler over ``events``; see the module docstring for ``skip_through_line``.
 
     ``finish=False`` leaves the input open (a tailed file that will grow): requests still waiting
-    for their response, and their lines, are not yielded yet.
+    for their response, and their lines, are not yielded yet. ``assembler``: carry on with one
+    that read the input before (e.g. restored by ``mcptax.formats.state``) instead of a new one.
     """
-    assembler = CallAssembler(format)
+    assembler = assembler if assembler is not None else CallAssembler(format)
 
     def keep(item: Output) -> bool:
         if skip_through_line <= 0:

@@ -65,10 +65,17 @@ def _result_content(content: Any) -> list[Any]:
 
 
 def parse(
-    lines: Iterable[bytes | str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    lines: Iterable[bytes | str],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    state: dict[str, Any] | None = None,
 ) -> Iterator[LineEvent]:
-    """One LineEvent per transcript line (see module docstring)."""
-    last_session: str | None = None
+    """One LineEvent per transcript line (see module docstring).
+
+    ``state``: the session the lines read before ended in (a tailed file read on from an offset),
+    updated in place once these lines are exhausted.
+    """
+    last_session: str | None = (state or {}).get("last_session")
     for line in numbered_lines(lines):
         record = read_json_object(line, max_line_bytes)
         if isinstance(record, LineEvent):
@@ -162,3 +169,5 @@ def parse(
             yield quarantine(line, "missing_field:sessionId")
         else:
             yield frames_event(line, frames)
+    if state is not None:
+        state["last_session"] = last_session

@@ -28,6 +28,7 @@ and ``{"record_type": "state"}`` lines) are read too.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -218,17 +219,28 @@ def _end_frames(
     return frames
 
 
+_DEFAULT_AGENT = AgentInfo("codex", "codex", None, "Codex CLI", source="transcript")
+
+
 def parse(
-    lines: Iterable[bytes | str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    lines: Iterable[bytes | str],
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    state: dict[str, Any] | None = None,
 ) -> Iterator[LineEvent]:
-    """One LineEvent per rollout line (see module docstring)."""
-    session: str | None = None
-    session_start: str | None = None
-    agent = AgentInfo("codex", "codex", None, "Codex CLI", source="transcript")
+    """One LineEvent per rollout line (see module docstring).
+
+    ``state``: what the parser knew after the lines read before (a tailed file read on from an
+    offset), updated in place once these lines are exhausted.
+    """
+    saved = state or {}
+    session: str | None = saved.get("session")
+    session_start: str | None = saved.get("session_start")
+    agent = AgentInfo(**saved["agent"]) if saved.get("agent") else _DEFAULT_AGENT
     # Call ids a function_call (or an end record standing alone) formed, and which of them came
     # from an end record: a call is formed once whatever the order of its records.
-    formed: set[str] = set()
-    formed_by_end: set[str] = set()
+    formed: set[str] = set(saved.get("formed", ()))
+    formed_by_end: set[str] = set(saved.get("formed_by_end", ()))
     for line in numbered_lines(lines):
         record = read_json_object(line, max_line_bytes)
         if isinstance(record, LineEvent):
@@ -320,6 +332,14 @@ def parse(
             **common,
         )
         yield frames_event(line, [frame])
+    if state is not None:
+        state.update(
+            session=session,
+            session_start=session_start,
+            agent=dataclasses.asdict(agent),
+            formed=sorted(formed),
+            formed_by_end=sorted(formed_by_end),
+        )
 
 
 def _event(

@@ -11,12 +11,22 @@ Public entry points (stable; pages, the API, commands and tasks build on them):
 - ``ingest_bytes(team, data, *, source, filename, format="auto", user=None, run=True) -> IngestJob``
 - ``ingest_watched_file(watched_file, *, final=False) -> IngestJob | None``: tails one file.
 - ``stalled_jobs() -> list[int]``: jobs nobody works on (lost message, dead worker), to resume.
+- ``range_progress(job) -> dict | None``: a file read in ranges, while they run: ranges done and
+  the counters summed.
 
 Uploads are written by ``ingest.capture.uploads``.
 
 Modules: ``jobs`` (creating jobs), ``lease`` (one run per job), ``reading`` (lines, format,
 parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``run`` (batches,
-line accounting, progress), ``watched`` (tailing a watched file).
+line accounting, progress), ``ranges`` (a large file read in line ranges by several workers, then
+stitched), ``watched`` (tailing a watched file, read on from its offset with the saved pairing
+state).
+
+Ranges. A worker's ``run_job(..., enqueue_range=...)`` splits an envelope log larger than
+INGEST_RANGE_BYTES into line ranges, each a job of its own (``parent`` = the file's job) with its
+own lease, watermark and counters, resumed like any job; calls and line records belong to the
+parent. The last range done runs the parent's stitch over the lines the ranges handed on (pairs
+across a cut); the parent's counts are the sums, so the accounting below holds for it unchanged.
 
 Loss-free accounting. Every input line (HAR: entry) ends as exactly one of stored, duplicate,
 ignored(reason) or quarantined(reason, line number, raw kept), so on a finished job
@@ -40,6 +50,7 @@ calls this job stored in it (the hook for fidelity verdicts).
 
 from ingest.capture.pipeline.jobs import Enqueue, create_job, ingest_bytes, ingest_path
 from ingest.capture.pipeline.lease import stalled_jobs
+from ingest.capture.pipeline.ranges import progress as range_progress
 from ingest.capture.pipeline.run import refresh_verdict_counts, run_job, verdict_counts
 from ingest.capture.pipeline.values import server_reported_sha256
 from ingest.capture.pipeline.watched import ingest_watched_file
@@ -50,6 +61,7 @@ __all__ = [
     "ingest_bytes",
     "ingest_path",
     "ingest_watched_file",
+    "range_progress",
     "refresh_verdict_counts",
     "run_job",
     "server_reported_sha256",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from ingest.capture.storage import open_job_input
 from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, LongLine, ObservedCall
 
 logger = logging.getLogger(__name__)
+Enqueue = Callable[[int], Any]
 
 Status = IngestJob.Status
 # Jobs a worker runs from the queue: a transient failure is retried (see lease.fail).
@@ -51,18 +52,36 @@ class _Batch:
 
 
 class Run:
-    """One run of one job: persists batches under the job's lease."""
+    """One run of one job: persists batches under the job's lease.
 
-    def __init__(self, job: IngestJob, token: str) -> None:
+    ``owner``: the job the calls and line records belong to when ``job`` is one range of it (see
+    ``ranges``); ``settled_above``: the lines an earlier run of ``job`` settled above its
+    watermark (default: the owner's line records above it).
+    """
+
+    def __init__(
+        self,
+        job: IngestJob,
+        token: str,
+        *,
+        owner: IngestJob | None = None,
+        settled_above: set[int] | None = None,
+    ) -> None:
         self.job = job
+        self.owner = owner if owner is not None else job
         self.team = job.team
         self.token = token
-        self.store = CallStore(job)
+        self.store = CallStore(self.owner)
+        self.store.calls_stored = job.calls_stored
         self.watermark = job.watermark
         # Lines above the watermark settled by an earlier (killed) run: not to be counted again.
-        self.settled_above = set(
-            LineRecord.objects.filter(job=job, line_no__gt=job.watermark).values_list("line_no", flat=True)
-        )
+        if settled_above is None:
+            settled_above = set(
+                LineRecord.objects.filter(job=job, line_no__gt=job.watermark).values_list(
+                    "line_no", flat=True
+                )
+            )
+        self.settled_above = settled_above
         self.counts = {
             "stored": job.stored,
             "duplicate": job.duplicate,
@@ -92,7 +111,7 @@ class Run:
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
         if signal_ids:
-            calls_ingested.send(sender=IngestJob, team=self.team, call_ids=signal_ids, job=self.job)
+            calls_ingested.send(sender=IngestJob, team=self.team, call_ids=signal_ids, job=self.owner)
 
     # -- lines -------------------------------------------------------------------------------------
 
@@ -105,7 +124,7 @@ class Run:
                 )
             )
             for key in missing:
-                self.store.key_ours[key] = found.get(key) == self.job.pk
+                self.store.key_ours[key] = found.get(key) == self.owner.pk
 
     def _settle(self, outcomes: list[LineOutcome]) -> None:
         if not outcomes:
@@ -159,7 +178,7 @@ class Run:
                 raw_text = data.decode("utf-8", "backslashreplace").replace("\x00", "\\x00")
                 raw_data = bytes(data)
         return LineRecord(
-            job=self.job,
+            job=self.owner,
             team=self.team,
             line_no=outcome.line_no,
             status=status,
@@ -188,9 +207,13 @@ class Run:
         if updated != 1:
             raise LeaseLost()
 
-    def finish(self, *, bytes_done: int, total_bytes: int, lines_in_input: int | None, final: bool) -> None:
-        """Close the run: counts checked against the input, lease released; ``final`` = job done."""
-        extra: dict[str, Any] = {"run_token": "", "total_bytes": total_bytes}
+    def finish(
+        self, *, bytes_done: int, total_bytes: int, lines_in_input: int | None, final: bool, **fields: Any
+    ) -> None:
+        """Close the run: counts checked against the input, lease released; ``final`` = job done.
+
+        ``fields``: more of the job's fields to save with it."""
+        extra: dict[str, Any] = {"run_token": "", "total_bytes": total_bytes, **fields}
         settled = sum(self.counts.values())
         if final:
             # error="": a retried job that now succeeds no longer shows the reason of its last failure.
@@ -227,19 +250,30 @@ def refresh_verdict_counts(job: IngestJob) -> IngestJob:
 # -- running a job --------------------------------------------------------------------------------
 
 
-def run_job(job_id: int, *, max_bytes: int | None = None) -> IngestJob:
+def run_job(job_id: int, *, max_bytes: int | None = None, enqueue_range: Enqueue | None = None) -> IngestJob:
     """Run or resume job ``job_id`` to the end of its file (see the module docstring).
 
     ``max_bytes`` overrides INGEST_MAX_BYTES, the most a gzip input may decompress to (the
-    ``ingest`` command's ``--max-bytes``). Returns the job as stored afterwards: done, failed
-    (``error`` says why), or untouched when it was already done or another live run holds it.
-    Raises IngestJob.DoesNotExist only.
+    ``ingest`` command's ``--max-bytes``). ``enqueue_range`` (a worker's): an envelope log over
+    INGEST_RANGE_BYTES is split in line ranges handed to it, to be read side by side; without it
+    (a synchronous ingest) the file is read in one pass. A range's id runs that range (and the
+    stitch of its parent once every range is done); a split parent's id runs the stitch when its
+    ranges are done, else nothing. Returns the job as stored afterwards: done, failed (``error``
+    says why), or untouched when it was already done or another live run holds it. Raises
+    IngestJob.DoesNotExist only.
     """
+    from ingest.capture.pipeline import ranges
+
     job, token = claim(job_id)
     if job is None:
         return IngestJob.objects.get(pk=job_id)
     try:
-        _run(job, token, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes)
+        if job.parent_id is not None:
+            ranges.run_range(job, token)
+        elif IngestJob.objects.filter(parent=job).exists():
+            ranges.stitch_parent(job, token)
+        else:
+            _run(job, token, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes, enqueue_range)
     except LeaseLost:
         logger.warning("ingest job %s was taken over by another run", job_id)
     except InputTooLarge as exc:
@@ -248,6 +282,10 @@ def run_job(job_id: int, *, max_bytes: int | None = None) -> IngestJob:
         # Storage, database and I/O errors of a queued job are retried with backoff; anything
         # else (and a command's own file, whose user sees the error) fails now.
         fail(job_id, token, exc, transient=is_transient(exc) and job.source in RETRIED_SOURCES)
+        if job.parent_id is not None:
+            ranges.after_range_failed(job)
+    if job.parent_id is not None:
+        ranges.stitch_when_ready(job.parent_id)
     return IngestJob.objects.get(pk=job_id)
 
 
@@ -255,7 +293,9 @@ class InputUnavailable(OSError):
     """The job's input could not be opened (missing, or its storage unreachable): retried."""
 
 
-def _run(job: IngestJob, token: str, max_bytes: int) -> None:
+def _run(job: IngestJob, token: str, max_bytes: int, enqueue_range: Enqueue | None = None) -> None:
+    from ingest.capture.pipeline import ranges
+
     where = job.storage_name or job.path
     try:
         raw, total = open_job_input(job.storage_name, job.path)
@@ -267,6 +307,10 @@ def _run(job: IngestJob, token: str, max_bytes: int) -> None:
         if not job.format:
             job.format = format
             IngestJob.objects.filter(pk=job.pk, run_token=token).update(format=format, total_bytes=total)
+        if enqueue_range is not None and ranges.should_split(job, format, stream is not raw, total):
+            if ranges.split(job, token, raw, total, enqueue_range):
+                return
+            raw.seek(0)
         lines = Lines(stream, position=raw.tell)
         run = Run(job, token)
         run.consume(outputs(lines, format, skip_through_line=job.watermark, finish=True), lines)

@@ -6,6 +6,7 @@ import fnmatch
 import os
 from typing import Any, BinaryIO
 
+from django.conf import settings
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob, WatchedFile
@@ -22,6 +23,10 @@ from ingest.capture.watchguard import (
     may_open,
     open_checked,
 )
+from mcptax.formats import LINE_FORMATS, parse
+from mcptax.formats.assemble import CallAssembler, assemble
+from mcptax.formats.ranges import shifted
+from mcptax.formats.state import StateError, dump, load
 
 Status = IngestJob.Status
 
@@ -47,6 +52,20 @@ def _end_job(watched: WatchedFile) -> None:
         )
     watched.job = None
     watched.offset = watched.line_no = watched.size_seen = 0
+    watched.pairing_state = None  # a new file starts with nothing pending
+
+
+def _resume_point(watched: WatchedFile, format: str) -> tuple[int, int, CallAssembler, dict[str, Any]]:
+    """(byte offset, lines before it, assembler, parser state) to read on from: the saved state
+    at the offset when there is one, else the file's start with nothing known."""
+    if watched.pairing_state and watched.offset and format in LINE_FORMATS:
+        try:
+            assembler, parser_state = load(watched.pairing_state)
+            if assembler.format == format:
+                return watched.offset, watched.line_no, assembler, parser_state
+        except StateError:
+            pass  # written by another version: rebuild it from the start, as before
+    return 0, 0, CallAssembler(format), {}
 
 
 def _remember(watched: WatchedFile, raw: BinaryIO, size: int, **fields: Any) -> None:
@@ -78,9 +97,13 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
       from being stored twice.
     - One IngestJob per file (``watched.job``, source ``watch``) accumulates the counts; it stays
       ``running`` (without a lease) while the file is tailed. A request whose response has not
-      been written yet keeps its lines pending, so each call is stored once, complete. The file
-      is re-read from its start on each call (that is how pending requests and the session's
-      client identity are rebuilt) but lines up to the job's watermark are not settled again.
+      been written yet keeps its lines pending, so each call is stored once, complete. A line
+      format (envelope, Claude Code, Codex) is read on from ``offset`` only: what the parser and
+      the assembler knew there (pending requests, the session's client) is saved with the offset
+      after each read (``pairing_state``, ``mcptax.formats.state``), so a read costs what was
+      appended; ``last_scan_bytes`` says how much it read. A HAR, or a file followed before
+      states were kept, is re-read from its start; lines up to the job's watermark are never
+      settled twice (a read killed before its state was saved is read again from the old offset).
     - ``final=True`` (the file was rotated away and is quiet, or deleted) ends the input: requests
       still unanswered are stored as such and the job is marked done.
     - Every call re-checks, before reading a byte: the name must match the folder's pattern or be
@@ -127,7 +150,16 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
                 format=folder.format,
             )
             watched.save(
-                update_fields=["job", "offset", "line_no", "size_seen", "name", "head_sha256", "head_len"]
+                update_fields=[
+                    "job",
+                    "offset",
+                    "line_no",
+                    "size_seen",
+                    "name",
+                    "head_sha256",
+                    "head_len",
+                    "pairing_state",
+                ]
             )
         # The final read takes the whole file: a last line without its newline is still a line.
         end = size if final else last_line_end(raw, watched.offset, size)
@@ -143,11 +175,25 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
             if not job.format:
                 job.format = format
                 IngestJob.objects.filter(pk=job.pk).update(format=format)
-            raw.seek(0)
-            lines = Lines(raw, limit=end)
+            start, before, assembler, parser_state = _resume_point(watched, format)
+            raw.seek(start)
+            lines = Lines(raw, limit=end - start, position=raw.tell)
             run = Run(job, token)
-            run.consume(outputs(lines, format, skip_through_line=job.watermark, finish=final), lines)
-            units = run.watermark if format == "har" else lines.count
+            if format in LINE_FORMATS:
+                # Only the bytes after the offset are read: what the lines before left pending is
+                # in the saved state.
+                max_line = settings.INGEST_MAX_LINE_BYTES
+                events = shifted(
+                    parse(lines, format, max_line_bytes=max_line, state=parser_state), before, start
+                )
+                items = assemble(
+                    events, format, skip_through_line=job.watermark, finish=final, assembler=assembler
+                )
+            else:  # HAR (one document) or an unknown format: the whole file again
+                items = outputs(lines, format, skip_through_line=job.watermark, finish=final)
+            run.consume(items, lines)
+            units = run.watermark if format == "har" else before + lines.count
+            state = dump(assembler, parser_state) if format in LINE_FORMATS and not final else None
             run.finish(bytes_done=end, total_bytes=end, lines_in_input=units if final else None, final=final)
             if not final:
                 IngestJob.objects.filter(pk=job.pk).update(status=Status.RUNNING)
@@ -158,5 +204,7 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
         except Exception as exc:
             fail(job.pk, token, exc)
             return IngestJob.objects.get(pk=job.pk)
-        _remember(watched, raw, size, offset=end, line_no=lines.count)
+        _remember(
+            watched, raw, size, offset=end, line_no=units, pairing_state=state, last_scan_bytes=lines.consumed
+        )
         return IngestJob.objects.get(pk=job.pk)
