@@ -92,7 +92,15 @@ class Run:
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
         if signal_ids:
-            calls_ingested.send(sender=IngestJob, team=self.team, call_ids=signal_ids, job=self.job)
+            # contents: the texts just stored, so the fidelity step need not read them back.
+            calls_ingested.send(
+                sender=IngestJob,
+                team=self.team,
+                call_ids=signal_ids,
+                job=self.job,
+                contents=self.store.contents,
+            )
+        self.store.contents = {}
 
     # -- lines -------------------------------------------------------------------------------------
 
