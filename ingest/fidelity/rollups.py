@@ -248,6 +248,30 @@ def add_calls(team: Team, call_ids: Sequence[int]) -> int:
     return len(calls)
 
 
+def add_batch(
+    team: Team, calls: Sequence[ToolCall], arguments: Sequence[BulkArgument], *, written: bool
+) -> int:
+    """Add calls being stored in the current transaction (rows in memory, ``agent`` loaded, their
+    arguments judged) and mark them ``in_rollups``: on the rows, and in the table if ``written``.
+    Returns how many were added; calls that do not count, or are in already, are left out."""
+    adding = [c for c in calls if c.counts_in_rollups and not c.in_rollups]
+    if not adding:
+        return 0
+    grouped: dict[int, list[BulkArgument]] = defaultdict(list)
+    for argument in arguments:
+        grouped[argument.call_id].append(argument)
+    deltas = _Deltas()
+    for call in adding:
+        for _, key, counts in contributions(call, grouped.get(call.pk, [])):
+            deltas.add(key, counts)
+    _apply(team, deltas, _families(adding))
+    for call in adding:
+        call.in_rollups = True
+    if written:
+        ToolCall.objects.filter(pk__in=[c.pk for c in adding]).update(in_rollups=True)
+    return len(adding)
+
+
 def apply_verdict_changes(team: Team, changes: Sequence[Change]) -> None:
     """Move the counts of re-judged arguments from their old verdict's row to the new one's."""
     if not changes:

@@ -160,13 +160,18 @@ def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:
 
 
 def judge_arguments(
-    team: Team, arguments: Sequence[BulkArgument], texts: Mapping[int, str] | None = None
+    team: Team,
+    arguments: Sequence[BulkArgument],
+    texts: Mapping[int, str] | None = None,
+    *,
+    save: bool = True,
 ) -> list[Change]:
     """(Re)compute the verdict of each argument and save it; returns those that changed.
 
     Arguments need ``call`` loaded (``select_related("call")``); ``texts`` may hold the text of
     contents by id (the ingest passes what it has just stored), the others are read. A constant
-    number of queries per call of this function (lookups are batched), plus one update.
+    number of queries per call of this function (lookups are batched), plus one update (none
+    without ``save``: arguments about to be inserted as they are).
     """
     if not arguments:
         return []
@@ -244,7 +249,8 @@ def judge_arguments(
         arg.verdict_at = now
         if old != arg.verdict or old_evidence != evidence:
             changes.append(Change(arg, old))
-    save_verdicts([c.argument for c in changes])
+    if save:
+        save_verdicts([c.argument for c in changes])
     return changes
 
 
@@ -439,6 +445,21 @@ def rejudge_without_document(team: Team, sha256: str) -> int:
         .order_by("pk")
     )
     return len(rejudge(team, arguments))
+
+
+def on_calls_storing(
+    sender: Any,
+    team: Team,
+    calls: list[ToolCall],
+    arguments: list[BulkArgument],
+    contents: Mapping[int, str] | None = None,
+    written: bool = False,
+    **kwargs: Any,
+) -> None:
+    """``calls_storing`` receiver: judge the batch's arguments and add its calls to the rollups in
+    the batch's own transaction, on the rows in memory (written as they are unless ``written``)."""
+    judge_arguments(team, arguments, contents, save=written)
+    rollups.add_batch(team, calls, arguments, written=written)
 
 
 def on_calls_ingested(

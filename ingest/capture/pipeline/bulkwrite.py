@@ -111,6 +111,18 @@ def widen_spans(
     span's, for every row in ``spans`` (``{pk: (first, last)}``), in one UPDATE."""
     if not spans:
         return
+    if connection.vendor == "postgresql":
+        start, end, pk = column(model, first), column(model, last), column(model, "id")
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {connection.ops.quote_name(model._meta.db_table)} AS t "
+                f"SET {start} = LEAST(COALESCE(t.{start}, v.first), v.first), "
+                f"{end} = GREATEST(COALESCE(t.{end}, v.last), v.last) "
+                "FROM unnest(%s::bigint[], %s::timestamptz[], %s::timestamptz[]) AS v(id, first, last) "
+                f"WHERE t.{pk} = v.id",
+                [list(spans), [s[0] for s in spans.values()], [s[1] for s in spans.values()]],
+            )
+        return
 
     def per_row(index: int) -> Case:
         whens = [When(pk=pk, then=Value(span[index])) for pk, span in spans.items()]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer
@@ -25,6 +26,7 @@ from ingest.capture.models import (
 )
 from ingest.capture.pipeline import bulkwrite
 from ingest.capture.pipeline.figures import call_figures
+from ingest.capture.pipeline.links import link_calls
 from ingest.capture.pipeline.values import (
     db_safe_json,
     fit,
@@ -33,8 +35,9 @@ from ingest.capture.pipeline.values import (
     server_reported_sha256,
     text_is_db_safe,
 )
+from ingest.capture.signals import calls_storing
 from mcptax.bulk import BulkArg, find_reference
-from mcptax.formats.records import PROXY_FORMATS, AgentInfo, ObservedCall
+from mcptax.formats.records import AgentInfo, ObservedCall
 
 
 @dataclass
@@ -44,6 +47,10 @@ class _NewCall:
     bulk: list[BulkArg]  # one per stored pointer (``pointers``), in the order found
     pointers: list[str]
     kept: list[bool]  # whether the argument's content is stored
+
+
+class _Refused(Exception):
+    """A COPY met a row stored meanwhile: the savepoint is rolled back."""
 
 
 class CallStore:
@@ -100,26 +107,74 @@ class CallStore:
             return signal_ids
         self._load_sessions(new)
         prepared = [self._prepare(call) for call in new]
-        created = self._insert_calls(prepared)
+        contents = self._batch_contents(prepared)
+        content_ids = self._store_contents(contents)
+        self.contents = {
+            content_ids[sha]: text for sha, (_, _, text) in contents.items() if sha in content_ids
+        }
+        written = self._write_at_once(prepared, content_ids) if self.use_copy else None
+        created = written if written is not None else self._write_in_steps(prepared, content_ids)
         signal_ids.extend(item.row.pk for item in created)
         self.calls_stored += len(created)
-        self._store_bulk(created)
-        self._link(created)
         self._touch_agents_and_sessions(created)
         return signal_ids
+
+    def _storing(self, calls: list[ToolCall], arguments: list[BulkArgument], *, written: bool) -> None:
+        calls_storing.send(
+            sender=IngestJob,
+            team=self.team,
+            calls=calls,
+            arguments=arguments,
+            contents=self.contents,
+            written=written,
+        )
+
+    def _write_at_once(self, prepared: list[_NewCall], content_ids: dict[str, int]) -> list[_NewCall] | None:
+        """COPY (PostgreSQL): the ids are reserved, so the rows are complete, verdicts and rollups
+        included (``calls_storing``), before each table is written once. None, with nothing of it
+        kept, when a concurrent run stored one of the calls first."""
+        rows = [p.row for p in prepared]
+        for row, pk in zip(rows, bulkwrite.reserve_ids(ToolCall, len(rows)), strict=True):
+            row.pk = pk
+        arguments = self._argument_rows(prepared, content_ids)
+        for argument, pk in zip(arguments, bulkwrite.reserve_ids(BulkArgument, len(arguments)), strict=True):
+            argument.pk = pk
+        try:
+            with transaction.atomic():  # a savepoint: the links and rollups go if the calls do
+                link_calls(self.team, [p.row for p in prepared], written=False)
+                self._storing(rows, arguments, written=False)
+                if not (bulkwrite.copy_rows(ToolCall, rows) and bulkwrite.copy_rows(BulkArgument, arguments)):
+                    raise _Refused
+        except _Refused:
+            for row in rows:
+                row.pk, row.linked_call_id, row.counts_in_rollups, row.in_rollups = None, None, True, False
+            return None
+        for item in prepared:
+            self.key_ours[item.observed.dedupe_key] = True
+        return prepared
+
+    def _write_in_steps(self, prepared: list[_NewCall], content_ids: dict[str, int]) -> list[_NewCall]:
+        """INSERTs (SQLite, or a COPY refused): the calls, then their arguments, then verdicts and
+        rollups of the stored rows."""
+        created = self._insert_calls(prepared)
+        link_calls(self.team, [i.row for i in created], written=True)
+        arguments = self._argument_rows(created, content_ids)
+        BulkArgument.objects.bulk_create(arguments, batch_size=500)
+        if any(a.pk is None for a in arguments):  # a database that does not return the ids
+            ids = {
+                (call_id, pointer): pk
+                for pk, call_id, pointer in BulkArgument.objects.filter(
+                    call_id__in=[i.row.pk for i in created]
+                ).values_list("pk", "call_id", "pointer")
+            }
+            for argument in arguments:
+                argument.pk = ids[(argument.call_id, argument.pointer)]
+        self._storing([i.row for i in created], arguments, written=True)
+        return created
 
     def _insert_calls(self, prepared: list[_NewCall]) -> list[_NewCall]:
         """Insert the rows; returns those this job stored (not those a concurrent run stored first)."""
         rows = [p.row for p in prepared]
-        if self.use_copy:
-            for row, pk in zip(rows, bulkwrite.reserve_ids(ToolCall, len(rows)), strict=True):
-                row.pk = pk
-            if bulkwrite.copy_rows(ToolCall, rows):
-                for item in prepared:
-                    self.key_ours[item.observed.dedupe_key] = True
-                return prepared
-            for row in rows:  # a concurrent run inserted some of them: see who won each
-                row.pk = None
         ToolCall.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
         inserted = {
             key: (pk, job_id)
@@ -312,16 +367,16 @@ class CallStore:
             stored_kept.append(ok)
         return stored, pointers, stored_kept
 
-    def _store_bulk(self, created: list[_NewCall]) -> None:
+    def _batch_contents(self, prepared: list[_NewCall]) -> dict[str, tuple[int, bool, str]]:
+        """``{sha256: (bytes, is_array, text)}`` of the contents the batch keeps."""
         contents: dict[str, tuple[int, bool, str]] = {}
-        for item in created:
+        for item in prepared:
             for arg, kept in zip(item.bulk, item.kept, strict=True):
                 if kept and arg.sha256 and arg.content is not None:
                     contents.setdefault(arg.sha256, (arg.bytes or 0, arg.kind == "array", arg.content))
-        content_ids = self._store_contents(contents)
-        self.contents = {
-            content_ids[sha]: text for sha, (_, _, text) in contents.items() if sha in content_ids
-        }
+        return contents
+
+    def _argument_rows(self, created: list[_NewCall], content_ids: dict[str, int]) -> list[BulkArgument]:
         rows: list[BulkArgument] = []
         for item in created:
             truncated = set(item.observed.truncated_pointers)
@@ -332,7 +387,7 @@ class CallStore:
                 expected = expectations.get(arg.pointer, ("", ""))
                 rows.append(
                     BulkArgument(
-                        call_id=item.row.pk,
+                        call=item.row,
                         team=self.team,
                         pointer=pointer,
                         kind=arg.kind,
@@ -349,7 +404,7 @@ class CallStore:
                         expected_source=expected[1],
                     )
                 )
-        bulkwrite.insert_rows(BulkArgument, rows, use_copy=self.use_copy)
+        return rows
 
     def _store_contents(self, contents: dict[str, tuple[int, bool, str]]) -> dict[str, int]:
         """``{sha256: content id}``: each content of the batch looked up once and written once if new."""
@@ -376,52 +431,6 @@ class CallStore:
         return dict(
             BulkContent.objects.filter(team=self.team, sha256__in=list(contents)).values_list("sha256", "pk")
         )
-
-    def _link(self, created: list[_NewCall]) -> None:
-        """Pair a proxy capture with the transcript's record of the same call (Claude Code tool-use id)."""
-        proxy = {
-            i.row.claudecode_tool_use_id: i.row.pk
-            for i in created
-            if i.row.source_format in PROXY_FORMATS and i.row.claudecode_tool_use_id
-        }
-        transcript = {
-            i.row.client_call_id: i.row.pk
-            for i in created
-            if i.row.source_format == "claude-code" and i.row.client_call_id
-        }
-        pairs: dict[int, int] = {}  # transcript pk -> proxy pk
-        if proxy:
-            for pk, tool_use_id in (
-                ToolCall.objects.filter(
-                    team=self.team,
-                    source_format="claude-code",
-                    client_call_id__in=list(proxy),
-                    linked_call=None,
-                )
-                .order_by("pk")
-                .values_list("pk", "client_call_id")
-            ):
-                pairs.setdefault(pk, proxy[tool_use_id])
-        if transcript:
-            for pk, tool_use_id in (
-                ToolCall.objects.filter(
-                    team=self.team,
-                    source_format__in=PROXY_FORMATS,
-                    claudecode_tool_use_id__in=list(transcript),
-                    linked_call=None,
-                )
-                .order_by("pk")
-                .values_list("pk", "claudecode_tool_use_id")
-            ):
-                if transcript[tool_use_id] not in pairs:
-                    pairs[transcript[tool_use_id]] = pk
-        used_proxies: set[int] = set()
-        for transcript_pk, proxy_pk in pairs.items():
-            if proxy_pk in used_proxies:
-                continue
-            used_proxies.add(proxy_pk)
-            ToolCall.objects.filter(pk=transcript_pk).update(linked_call_id=proxy_pk, counts_in_rollups=False)
-            ToolCall.objects.filter(pk=proxy_pk).update(linked_call_id=transcript_pk)
 
     def _touch_agents_and_sessions(self, created: list[_NewCall]) -> None:
         """Widen the agents' and sessions' first/last seen to this batch's calls: one statement each."""
