@@ -12,6 +12,7 @@ database and ``INGEST_USE_COPY=false`` take the ``bulk_create`` path, with the s
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -28,16 +29,26 @@ def copy_supported() -> bool:
 
 def reserve_ids(model: type[models.Model], count: int) -> list[int]:
     """``count`` new primary keys for ``model`` from its sequence, in one round trip (PostgreSQL)."""
-    if count <= 0:
-        return []
-    meta = model._meta
-    assert meta.pk is not None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
-            [meta.db_table, meta.pk.column, count],
-        )
-        return [row[0] for row in cursor.fetchall()]
+    return reserve_many([(model, count)])[0]
+
+
+def reserve_many(wanted: Sequence[tuple[type[models.Model], int]]) -> list[list[int]]:
+    """New primary keys for several tables at once (``[(model, count), ...]``), one round trip."""
+    ids: list[list[int]] = [[] for _ in wanted]
+    parts: list[str] = []
+    params: list[Any] = []
+    for index, (model, count) in enumerate(wanted):
+        if count > 0:
+            parts.append(
+                f"SELECT {index}, nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)"
+            )
+            params += [model._meta.db_table, str(field(model, "id").column), count]
+    if parts:
+        with connection.cursor() as cursor:
+            cursor.execute(" UNION ALL ".join(parts), params)
+            for index, pk in cursor.fetchall():
+                ids[index].append(pk)
+    return ids
 
 
 def _columns(model: type[models.Model]) -> list[models.Field[Any, Any]]:
@@ -56,11 +67,12 @@ def column(model: type[models.Model], name: str) -> str:
     return connection.ops.quote_name(str(field(model, name).column))
 
 
-def copy_rows(model: type[models.Model], objs: Sequence[models.Model]) -> bool:
+def copy_rows(model: type[models.Model], objs: Sequence[models.Model], *, savepoint: bool = True) -> bool:
     """Stream ``objs`` (primary keys set) into ``model``'s table with one ``COPY``.
 
     Values go through each field's ``pre_save``/``get_db_prep_save``, as an ``INSERT`` by the ORM
-    would. Returns False, with nothing written, when a unique constraint refused a row.
+    would. Returns False, with nothing written, when a unique constraint refused a row; without
+    ``savepoint`` (the caller holds one) the IntegrityError is raised instead.
     """
     if not objs:
         return True
@@ -73,7 +85,7 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model]) -> bool:
         # A savepoint, so a refused COPY leaves the batch's transaction usable; the psycopg
         # cursor under Django's wrapper does the COPY, its errors turned into Django's.
         with (
-            transaction.atomic(),
+            transaction.atomic() if savepoint else nullcontext(),
             connection.cursor() as cursor,
             connection.wrap_database_errors,
             cursor.cursor.copy(sql) as copy,
@@ -81,6 +93,8 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model]) -> bool:
             for obj in objs:
                 copy.write_row([f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields])
     except IntegrityError:
+        if not savepoint:
+            raise
         return False
     return True
 

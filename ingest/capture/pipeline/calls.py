@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer
@@ -47,10 +47,6 @@ class _NewCall:
     bulk: list[BulkArg]  # one per stored pointer (``pointers``), in the order found
     pointers: list[str]
     kept: list[bool]  # whether the argument's content is stored
-
-
-class _Refused(Exception):
-    """A COPY met a row stored meanwhile: the savepoint is rolled back."""
 
 
 class CallStore:
@@ -134,18 +130,21 @@ class CallStore:
         included (``calls_storing``), before each table is written once. None, with nothing of it
         kept, when a concurrent run stored one of the calls first."""
         rows = [p.row for p in prepared]
-        for row, pk in zip(rows, bulkwrite.reserve_ids(ToolCall, len(rows)), strict=True):
+        call_ids, argument_ids = bulkwrite.reserve_many(
+            [(ToolCall, len(rows)), (BulkArgument, sum(len(p.bulk) for p in prepared))]
+        )
+        for row, pk in zip(rows, call_ids, strict=True):
             row.pk = pk
-        arguments = self._argument_rows(prepared, content_ids)
-        for argument, pk in zip(arguments, bulkwrite.reserve_ids(BulkArgument, len(arguments)), strict=True):
+        arguments = self._argument_rows(prepared, content_ids)  # made once the calls have their ids
+        for argument, pk in zip(arguments, argument_ids, strict=True):
             argument.pk = pk
         try:
             with transaction.atomic():  # a savepoint: the links and rollups go if the calls do
-                link_calls(self.team, [p.row for p in prepared], written=False)
+                link_calls(self.team, rows, written=False)
                 self._storing(rows, arguments, written=False)
-                if not (bulkwrite.copy_rows(ToolCall, rows) and bulkwrite.copy_rows(BulkArgument, arguments)):
-                    raise _Refused
-        except _Refused:
+                bulkwrite.copy_rows(ToolCall, rows, savepoint=False)
+                bulkwrite.copy_rows(BulkArgument, arguments, savepoint=False)
+        except IntegrityError:
             for row in rows:
                 row.pk, row.linked_call_id, row.counts_in_rollups, row.in_rollups = None, None, True, False
             return None

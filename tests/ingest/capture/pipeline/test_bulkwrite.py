@@ -13,6 +13,7 @@ from dashboard.teams.models import Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, BulkArgument, BulkContent, CaptureSession, LineRecord, ToolCall
 from ingest.capture.pipeline import bulkwrite
+from ingest.capture.signals import calls_storing
 from ingest.fidelity.models import FidelityDaily
 from tests.helpers import sha
 from tests.ingest.capture.logs import EnvelopeLog, assert_reconciles, text_of
@@ -180,3 +181,70 @@ def test_agents_and_sessions_span_their_calls_over_every_batch(team, tmp_path, s
     pipeline.ingest_path(team, later.write(tmp_path / "later.jsonl"))
     session.refresh_from_db()
     assert (session.first_ts, session.last_ts) == (min(stamps), datetime(2026, 1, 5, 10, 3, 21, tzinfo=UTC))
+
+
+def test_a_batch_is_judged_and_rolled_up_in_its_own_transaction(team_factory, alice, tmp_path, settings):
+    settings.INGEST_BATCH_CALLS = 3
+    log = EnvelopeLog().initialize()
+    for i in range(8):
+        log.call("write", {"target": f"t{i}", "content": text_of(1500 + 100 * i, i)})
+    path = log.write(tmp_path / "eight.jsonl")
+    seen: list[tuple[bool, set[str], set[bool]]] = []
+
+    def after_fidelity(sender, calls, arguments, written, **kwargs):
+        # Connected after the fidelity step's receiver: the rows it got are judged and rolled up.
+        seen.append((written, {a.verdict for a in arguments}, {c.in_rollups for c in calls}))
+        if len(seen) == 2 and kwargs["team"].name == "Broken":
+            raise RuntimeError("the second batch breaks")
+
+    calls_storing.connect(after_fidelity)
+    try:
+        broken = team_factory("Broken", alice)
+        failed = pipeline.ingest_path(broken, path)
+        # The first batch is kept whole; nothing of the second, not even its rollups.
+        assert failed.status == "failed" and "the second batch breaks" in failed.error
+        assert ToolCall.objects.filter(team=broken).count() == 3
+        assert sum(FidelityDaily.objects.filter(team=broken).values_list("calls", flat=True)) == 3
+        assert not ToolCall.objects.filter(team=broken, in_rollups=False).exists()
+        resumed = pipeline.run_job(failed.pk)
+        assert resumed.status == "done" and resumed.calls_stored == 8
+        clean = pipeline.ingest_path(team_factory("Clean", alice), path)
+    finally:
+        calls_storing.disconnect(after_fidelity)
+    for team in (broken, clean.team):
+        assert sum(FidelityDaily.objects.filter(team=team).values_list("calls", flat=True)) == 8
+        assert set(BulkArgument.objects.filter(team=team).values_list("verdict", flat=True)) == {
+            "unverifiable"
+        }
+    # COPY writes the rows as judged; the INSERT path updates the rows it wrote.
+    assert {written for written, _, _ in seen} == {connection.vendor != "postgresql"}
+    assert all(verdicts == {"unverifiable"} and flags == {True} for _, verdicts, flags in seen)
+
+
+def test_a_copy_refused_midway_undoes_the_batch_rollups_and_writes_it_again(team, tmp_path, settings):
+    settings.INGEST_BATCH_CALLS = 4
+    log = EnvelopeLog().initialize()
+    for i in range(6):
+        log.call("write", {"target": f"t{i}", "content": text_of(1400 + 50 * i, i)})
+    path = log.write(tmp_path / "six.jsonl")
+    passes: list[bool] = []
+
+    def squatter(sender, calls, written, **kwargs):
+        passes.append(written)
+        if not written and len(passes) == 1:
+            # A row in the way of the COPY (as a concurrent run's would be): the batch's savepoint
+            # goes, with the rollups just added, and the INSERT path stores the batch instead.
+            ToolCall.objects.create(team=kwargs["team"], dedupe_key=calls[0].dedupe_key, tool="x", job=None)
+
+    calls_storing.connect(squatter)
+    try:
+        job = pipeline.ingest_path(team, path)
+    finally:
+        calls_storing.disconnect(squatter)
+    assert job.status == "done" and job.calls_stored == 6, job.error
+    assert sum(FidelityDaily.objects.filter(team=team).values_list("calls", flat=True)) == 6
+    assert not ToolCall.objects.filter(team=team, tool="x").exists()  # rolled back with the savepoint
+    if connection.vendor == "postgresql":
+        assert passes == [False, True, False]  # batch 1 refused, then written in steps; batch 2 by COPY
+    else:
+        assert passes == [True, True]
