@@ -11,8 +11,10 @@ commits or rolls back with the batch. An exception in a receiver rolls the batch
 the job (a resumed run stores the batch again).
 
 ``calls_ingested(sender=IngestJob, team=Team, call_ids=list[int], job=IngestJob,
-contents=dict[int, str])`` is sent after each committed batch (outside its transaction), with the
-ids of the ToolCalls that this job stored in that batch. The fidelity step connects to it to
+contents=dict[int, str], rows=list[ToolCall], arguments=list[BulkArgument])`` is sent after each
+committed batch (outside its transaction), with the ids of the ToolCalls that this job stored in
+that batch, and the rows of those new in it as written (a resumed batch's calls stored before the
+kill are in ``call_ids`` only). The fidelity step connects to it to
 judge what ``calls_storing`` did not (and to re-judge older arguments the new contents explain,
 and alert). A resumed job may send an id again (the kill can fall between the commit and the
 signal), so receivers must be idempotent (e.g. judge only arguments whose verdict is empty, or

@@ -463,23 +463,46 @@ def on_calls_storing(
 
 
 def on_calls_ingested(
-    sender: Any, team: Team, call_ids: list[int], contents: Mapping[int, str] | None = None, **kwargs: Any
+    sender: Any,
+    team: Team,
+    call_ids: list[int],
+    contents: Mapping[int, str] | None = None,
+    rows: Sequence[ToolCall] = (),
+    arguments: Sequence[BulkArgument] = (),
+    **kwargs: Any,
 ) -> None:
     """``calls_ingested`` receiver: judge, roll up, re-judge what new content explains, alert.
 
     Idempotent: only unjudged arguments are judged and only calls not yet rolled up are added,
     so a batch signalled twice (a resumed job) changes nothing the second time. ``contents``
-    (``{content id: text}``, sent by the ingest) saves reading back what was just stored.
+    (``{content id: text}``) and the ``rows`` and ``arguments`` as written (sent by the ingest)
+    save reading back what was just stored: calls judged and rolled up in the batch's own
+    transaction (``on_calls_storing``) are not looked at again.
     """
+    by_call: dict[int, list[BulkArgument]] = defaultdict(list)
+    for argument in arguments:
+        by_call[argument.call_id].append(argument)
+    settled = {
+        row.pk
+        for row in rows
+        if (row.in_rollups or not row.counts_in_rollups) and all(a.verdict for a in by_call.get(row.pk, ()))
+    }
+    pending = [pk for pk in call_ids if pk not in settled]
+    # And settled calls linked to an older call: that one is taken out of the rollups.
+    to_roll_up = pending + [row.pk for row in rows if row.pk in settled and row.linked_call_id]
     with transaction.atomic():
-        judge_new_calls(team, call_ids, contents)
-        rollups.add_calls(team, call_ids)
-    shas = (
-        BulkArgument.objects.filter(call_id__in=call_ids)
-        .exclude(content=None)
-        .values_list("sha256", flat=True)
-    )
-    rejudge_for_contents(team, set(shas), exclude_calls=call_ids)
+        if pending:
+            judge_new_calls(team, pending, contents)
+        if to_roll_up:
+            rollups.add_calls(team, to_roll_up)
+    shas = {a.sha256 for a in arguments if a.content_id and a.call_id in settled}
+    if pending:
+        shas.update(
+            BulkArgument.objects.filter(call_id__in=pending)
+            .exclude(content=None)
+            .values_list("sha256", flat=True)
+        )
+    rejudge_for_contents(team, shas, exclude_calls=call_ids)
     try:
         alerts.evaluate_after_ingest(team, call_ids)
     except Exception:

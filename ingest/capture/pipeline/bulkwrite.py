@@ -11,7 +11,7 @@ database and ``INGEST_USE_COPY=false`` take the ``bulk_create`` path, with the s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from datetime import datetime
 from typing import Any
@@ -55,6 +55,25 @@ def _columns(model: type[models.Model]) -> list[models.Field[Any, Any]]:
     return [f for f in model._meta.concrete_fields if not isinstance(f, models.GeneratedField)]
 
 
+# Fields whose Python value is what the database gets (for the values the ingest puts in them):
+# read straight off the object, without the ORM's per-value conversion.
+_PLAIN = (
+    models.CharField,
+    models.TextField,
+    models.IntegerField,
+    models.BooleanField,
+    models.FloatField,
+    models.ForeignKey,
+)
+
+
+def _converter(f: models.Field[Any, Any]) -> Callable[[models.Model], Any]:
+    name = f.attname
+    if isinstance(f, _PLAIN) and not isinstance(f, models.BigAutoField | models.AutoField):
+        return lambda obj: getattr(obj, name)
+    return lambda obj: f.get_db_prep_save(f.pre_save(obj, True), connection)
+
+
 def field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
     """The concrete field ``name`` of ``model`` (for raw SQL: its column, its database value)."""
     found = model._meta.get_field(name)
@@ -90,8 +109,9 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model], *, savepo
             connection.wrap_database_errors,
             cursor.cursor.copy(sql) as copy,
         ):
+            convert = [_converter(f) for f in fields]
             for obj in objs:
-                copy.write_row([f.get_db_prep_save(f.pre_save(obj, True), connection) for f in fields])
+                copy.write_row([to_db(obj) for to_db in convert])
     except IntegrityError:
         if not savepoint:
             raise

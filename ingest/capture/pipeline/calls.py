@@ -72,10 +72,13 @@ class CallStore:
         self.use_copy = bulkwrite.copy_supported()
         # {content id: text} of the contents the last batch's calls point at, for the fidelity step.
         self.contents: dict[int, str] = {}
+        # The rows of the last batch's new calls and their arguments, as written.
+        self.rows: list[ToolCall] = []
+        self.arguments: list[BulkArgument] = []
 
     def store(self, calls: list[ObservedCall]) -> list[int]:
         """Store the calls not in the team yet; returns the ids of this job's calls among them."""
-        self.contents = {}
+        self.forget_batch()
         by_key: dict[str, ObservedCall] = {}
         for call in calls:
             by_key.setdefault(call.dedupe_key, call)
@@ -115,7 +118,11 @@ class CallStore:
         self._touch_agents_and_sessions(created)
         return signal_ids
 
+    def forget_batch(self) -> None:
+        self.contents, self.rows, self.arguments = {}, [], []
+
     def _storing(self, calls: list[ToolCall], arguments: list[BulkArgument], *, written: bool) -> None:
+        self.rows, self.arguments = calls, arguments
         calls_storing.send(
             sender=IngestJob,
             team=self.team,
