@@ -40,7 +40,7 @@ from ingest.capture.expectations import CALLER, META
 from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
 from ingest.capture.pipeline import bulkwrite
-from ingest.fidelity import alerts, rollups
+from ingest.fidelity import rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
 from mcptax import verdict_rules as fidelity
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
@@ -445,69 +445,6 @@ def rejudge_without_document(team: Team, sha256: str) -> int:
         .order_by("pk")
     )
     return len(rejudge(team, arguments))
-
-
-def on_calls_storing(
-    sender: Any,
-    team: Team,
-    calls: list[ToolCall],
-    arguments: list[BulkArgument],
-    contents: Mapping[int, str] | None = None,
-    written: bool = False,
-    **kwargs: Any,
-) -> None:
-    """``calls_storing`` receiver: judge the batch's arguments and add its calls to the rollups in
-    the batch's own transaction, on the rows in memory (written as they are unless ``written``)."""
-    judge_arguments(team, arguments, contents, save=written)
-    rollups.add_batch(team, calls, arguments, written=written)
-
-
-def on_calls_ingested(
-    sender: Any,
-    team: Team,
-    call_ids: list[int],
-    contents: Mapping[int, str] | None = None,
-    rows: Sequence[ToolCall] = (),
-    arguments: Sequence[BulkArgument] = (),
-    **kwargs: Any,
-) -> None:
-    """``calls_ingested`` receiver: judge, roll up, re-judge what new content explains, alert.
-
-    Idempotent: only unjudged arguments are judged and only calls not yet rolled up are added,
-    so a batch signalled twice (a resumed job) changes nothing the second time. ``contents``
-    (``{content id: text}``) and the ``rows`` and ``arguments`` as written (sent by the ingest)
-    save reading back what was just stored: calls judged and rolled up in the batch's own
-    transaction (``on_calls_storing``) are not looked at again.
-    """
-    by_call: dict[int, list[BulkArgument]] = defaultdict(list)
-    for argument in arguments:
-        by_call[argument.call_id].append(argument)
-    settled = {
-        row.pk
-        for row in rows
-        if (row.in_rollups or not row.counts_in_rollups) and all(a.verdict for a in by_call.get(row.pk, ()))
-    }
-    pending = [pk for pk in call_ids if pk not in settled]
-    # And settled calls linked to an older call: that one is taken out of the rollups.
-    to_roll_up = pending + [row.pk for row in rows if row.pk in settled and row.linked_call_id]
-    with transaction.atomic():
-        if pending:
-            judge_new_calls(team, pending, contents)
-        if to_roll_up:
-            rollups.add_calls(team, to_roll_up)
-    shas = {a.sha256 for a in arguments if a.content_id and a.call_id in settled}
-    if pending:
-        shas.update(
-            BulkArgument.objects.filter(call_id__in=pending)
-            .exclude(content=None)
-            .values_list("sha256", flat=True)
-        )
-    rejudge_for_contents(team, shas, exclude_calls=call_ids)
-    try:
-        alerts.evaluate_after_ingest(team, call_ids)
-    except Exception:
-        # An alerting problem must not fail the ingest of good data; it is logged loudly.
-        logger.exception("fidelity alerts for team %s failed", team.pk)
 
 
 Enqueue = Callable[[int], Any]
