@@ -305,6 +305,8 @@ INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
 INGEST_BATCH_CALLS = env_int("INGEST_BATCH_CALLS", 250)
 INGEST_BATCH_LINES = env_int("INGEST_BATCH_LINES", 5000)
 INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
+# On PostgreSQL a batch's calls, bulk arguments and contents are streamed with COPY; false: INSERTs.
+INGEST_USE_COPY = env_bool("INGEST_USE_COPY", True)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
 # An envelope log larger than this is read in ranges of about this size, by as many workers as are free.

@@ -11,11 +11,12 @@ class IngestConfig(AppConfig):
 
         from dashboard.system import health
         from ingest.capture.health import SOURCE as INGEST_HEALTH
-        from ingest.capture.signals import calls_ingested
-        from ingest.fidelity import costs, verdicts
+        from ingest.capture.signals import calls_ingested, calls_storing
+        from ingest.fidelity import batches, costs
         from ingest.fidelity.models import ModelPrice
 
-        calls_ingested.connect(verdicts.on_calls_ingested, dispatch_uid="ingest.fidelity.verdicts")
+        calls_storing.connect(batches.on_calls_storing, dispatch_uid="ingest.fidelity.batches.storing")
+        calls_ingested.connect(batches.on_calls_ingested, dispatch_uid="ingest.fidelity.batches")
         post_save.connect(
             costs.on_price_changed, sender=ModelPrice, dispatch_uid="ingest.fidelity.costs.save"
         )

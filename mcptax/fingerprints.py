@@ -47,7 +47,7 @@ single-column design works the same with :func:`lookup_key` strings (``"head:<he
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
 HEAD_BYTES = 256
@@ -83,25 +83,66 @@ def normalize(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n")
 
 
-def fingerprints(text: str) -> dict[str, str]:
-    """All fingerprint keys of ``text`` as ``{kind: hex sha256}``, kinds as in :data:`KINDS`."""
-    normal_text = normalize(text)
-    normalized = _utf8(normal_text)
-    stripped = _utf8(normal_text.rstrip())
-    collapsed = _utf8(" ".join(text.removeprefix("\ufeff").split()))
+def _head(text: str, size: int, make: Callable[[str], bytes]) -> bytes:
+    """The first ``size`` bytes of ``make(text)``, computed over as short a prefix as gives them.
+
+    ``make`` must map a prefix of the text to a prefix of ``make(text)`` give or take its last
+    character (normalizing CRLF and collapsing whitespace do), so a longer result is exact.
+    """
+    span = 4 * size
+    while span < len(text):
+        part = make(text[:span])
+        if len(part) > size:
+            return part[:size]
+        span *= 4
+    return make(text)[:size]
+
+
+def _tail(text: str, size: int, make: Callable[[str, bool], bytes]) -> bytes:
+    """The last ``size`` bytes of ``make(text, True)``, over as short a suffix as gives them;
+    ``make(suffix, False)`` must be a suffix of ``make(text, True)`` (a suffix is not the text's
+    start, so a byte-order mark there is content, not a mark to drop)."""
+    span = 4 * size
+    while span < len(text):
+        part = make(text[-span:], False)
+        if len(part) > size:
+            return part[-size:]
+        span *= 4
+    return make(text, True)[-size:]
+
+
+def _normalized(text: str) -> bytes:
+    return _utf8(normalize(text))
+
+
+def _normalized_stripped(text: str, start: bool) -> bytes:
+    return _utf8((normalize(text) if start else text.replace("\r\n", "\n")).rstrip())
+
+
+def _collapsed(text: str, start: bool = True) -> bytes:
+    return _utf8(" ".join((text.removeprefix("\ufeff") if start else text).split()))
+
+
+def fingerprints(text: str, sha256: str | None = None) -> dict[str, str]:
+    """All fingerprint keys of ``text`` as ``{kind: hex sha256}``, kinds as in :data:`KINDS`.
+
+    Only the ends of a long text are normalized (the keys are the same as over the whole text);
+    ``sha256``, when the caller knows the text's, saves hashing it again.
+    """
+    head = _head(text, HEAD_BYTES, _normalized)
     return {
-        "sha256": _sha256(_utf8(text)),
-        "head": _sha256(normalized[:HEAD_BYTES]),
-        "tail": _sha256(stripped[-TAIL_BYTES:]),
-        "head_ws": _sha256(collapsed[:HEAD_BYTES]),
-        "tail_ws": _sha256(collapsed[-TAIL_BYTES:]),
-        "head_short": _sha256(normalized[:HEAD_SHORT_BYTES]),
+        "sha256": sha256 or _sha256(_utf8(text)),
+        "head": _sha256(head),
+        "tail": _sha256(_tail(text, TAIL_BYTES, _normalized_stripped)),
+        "head_ws": _sha256(_head(text, HEAD_BYTES, _collapsed)),
+        "tail_ws": _sha256(_tail(text, TAIL_BYTES, _collapsed)),
+        "head_short": _sha256(head[:HEAD_SHORT_BYTES]),
     }
 
 
-def candidate_keys(text: str) -> list[tuple[str, str]]:
+def candidate_keys(text: str, sha256: str | None = None) -> list[tuple[str, str]]:
     """The ``(kind, value)`` pairs to look up for a paste, strongest kind first."""
-    return list(fingerprints(text).items())
+    return list(fingerprints(text, sha256).items())
 
 
 def lookup_key(kind: str, value: str) -> str:

@@ -20,12 +20,11 @@ from datetime import UTC, date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import F, Value
-from django.db.models.fields import DecimalField
+from django.db import connection, transaction
 
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkArgument, ToolCall
+from ingest.capture.pipeline import bulkwrite
 from ingest.fidelity.costs import PriceBook, argument_costs
 from ingest.fidelity.models import FidelityDaily, SizeBucket
 from mcptax import verdict_rules as fidelity
@@ -58,7 +57,6 @@ COUNTS = (
 # Verdicts that are judgements of the agent (exact-match rates are over these).
 JUDGED = tuple(v for v in fidelity.VERDICTS if v not in (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED))
 DAMAGED = (fidelity.TRUNCATED, fidelity.ELEMENTS_DROPPED)
-_MONEY = DecimalField(max_digits=16, decimal_places=6)
 
 Key = tuple[date, int | None, str, str, str, str]  # day, agent_id, server_label, tool, verdict, bucket
 
@@ -126,8 +124,17 @@ class _Deltas:
             row[name] += sign * counts.get(name, 0)
 
 
+_KEY_FIELDS = ("team", "day", "agent", "server_label", "tool", "verdict", "size_bucket")
+_SUMS = (*COUNTS, "cost_usd", "reference_cost_usd")
+
+
 def _apply(team: Team, deltas: _Deltas, families: dict[int | None, str | None]) -> None:
+    """Add the deltas to their rows, creating the missing ones: one ``INSERT ... ON CONFLICT DO
+    UPDATE`` for the rows with an agent and one for those without (each unique constraint is
+    partial), so concurrent workers adding to the same row both count."""
     book = PriceBook(team)
+    with_agent: list[list[Any]] = []
+    without_agent: list[list[Any]] = []
     for key, counts in deltas.rows.items():
         if not any(counts.values()):
             continue
@@ -135,30 +142,44 @@ def _apply(team: Team, deltas: _Deltas, families: dict[int | None, str | None]) 
         rate = book.output_rate(families.get(agent_id))
         cost = (Decimal(counts["billed_tokens"]) * rate).quantize(Decimal("0.000001"))
         reference_cost = (Decimal(counts["reference_tokens"]) * rate).quantize(Decimal("0.000001"))
-        where = {
-            "team": team,
-            "day": day,
-            "agent_id": agent_id,
-            "server_label": label,
-            "tool": tool,
-            "verdict": verdict,
-            "size_bucket": bucket,
-        }
-        increments: dict[str, Any] = {name: F(name) + value for name, value in counts.items() if value}
-        increments["cost_usd"] = F("cost_usd") + Value(cost, output_field=_MONEY)
-        increments["reference_cost_usd"] = F("reference_cost_usd") + Value(
-            reference_cost, output_field=_MONEY
+        values = [team.pk, day, agent_id, label, tool, verdict, bucket]
+        values += [counts[name] for name in COUNTS] + [cost, reference_cost]
+        (with_agent if agent_id is not None else without_agent).append(values)
+    _upsert(with_agent, agent=True)
+    _upsert(without_agent, agent=False)
+
+
+def _upsert(rows: list[list[Any]], *, agent: bool) -> None:
+    if not rows:
+        return
+    # In key order: workers adding to the same rows at once (ranges of one file) then take their
+    # row locks in the same order, so neither waits on the other in a cycle.
+    rows = sorted(rows, key=lambda row: tuple("" if v is None else str(v) for v in row[: len(_KEY_FIELDS)]))
+    keys = [bulkwrite.field(FidelityDaily, name) for name in _KEY_FIELDS]
+    sums = [bulkwrite.field(FidelityDaily, name) for name in _SUMS]
+    fields = keys + sums
+    table = connection.ops.quote_name(FidelityDaily._meta.db_table)
+    agent_column = bulkwrite.column(FidelityDaily, "agent")
+    target = [bulkwrite.column(FidelityDaily, f.name) for f in keys if agent or f.name != "agent"]
+    add = ", ".join(
+        f"{c} = {table}.{c} + excluded.{c}" for c in (bulkwrite.column(FidelityDaily, f.name) for f in sums)
+    )
+    row_sql = "(" + ", ".join(["%s"] * len(fields)) + ")"
+    # Far below any database's limit on parameters: one statement for any real batch.
+    per_statement = 30_000 // len(fields)
+    for start in range(0, len(rows), per_statement):
+        chunk = rows[start : start + per_statement]
+        sql = (
+            f"INSERT INTO {table} ({', '.join(bulkwrite.column(FidelityDaily, f.name) for f in fields)}) "
+            f"VALUES {', '.join([row_sql] * len(chunk))} "
+            f"ON CONFLICT ({', '.join(target)}) WHERE {agent_column} IS {'NOT NULL' if agent else 'NULL'} "
+            f"DO UPDATE SET {add}"
         )
-        if FidelityDaily.objects.filter(**where).update(**increments):
-            continue
-        try:
-            with transaction.atomic():
-                FidelityDaily.objects.create(
-                    **where, **counts, cost_usd=cost, reference_cost_usd=reference_cost
-                )
-        except IntegrityError:
-            # Another worker created the row between our update and insert.
-            FidelityDaily.objects.filter(**where).update(**increments)
+        params = [
+            f.get_db_prep_save(v, connection) for row in chunk for f, v in zip(fields, row, strict=True)
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
 
 
 def _arguments_by_call(call_ids: Iterable[int]) -> dict[int, list[BulkArgument]]:
@@ -228,6 +249,30 @@ def add_calls(team: Team, call_ids: Sequence[int]) -> int:
                 deltas.add(key, counts, sign=-1)
         _apply(team, deltas, _families(calls + detached))
     return len(calls)
+
+
+def add_batch(
+    team: Team, calls: Sequence[ToolCall], arguments: Sequence[BulkArgument], *, written: bool
+) -> int:
+    """Add calls being stored in the current transaction (rows in memory, ``agent`` loaded, their
+    arguments judged) and mark them ``in_rollups``: on the rows, and in the table if ``written``.
+    Returns how many were added; calls that do not count, or are in already, are left out."""
+    adding = [c for c in calls if c.counts_in_rollups and not c.in_rollups]
+    if not adding:
+        return 0
+    grouped: dict[int, list[BulkArgument]] = defaultdict(list)
+    for argument in arguments:
+        grouped[argument.call_id].append(argument)
+    deltas = _Deltas()
+    for call in adding:
+        for _, key, counts in contributions(call, grouped.get(call.pk, [])):
+            deltas.add(key, counts)
+    _apply(team, deltas, _families(adding))
+    for call in adding:
+        call.in_rollups = True
+    if written:
+        ToolCall.objects.filter(pk__in=[c.pk for c in adding]).update(in_rollups=True)
+    return len(adding)
 
 
 def apply_verdict_changes(team: Team, changes: Sequence[Change]) -> None:

@@ -25,13 +25,13 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -39,7 +39,8 @@ from dashboard.teams.models import Team
 from ingest.capture.expectations import CALLER, META
 from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
-from ingest.fidelity import alerts, rollups
+from ingest.capture.pipeline import bulkwrite
+from ingest.fidelity import rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
 from mcptax import verdict_rules as fidelity
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
@@ -69,14 +70,17 @@ def find_documents(team: Team, texts: dict[int, str], shas: dict[int, str]) -> d
 
     ``texts`` holds the arrived text where known (its fingerprints are looked up); ``shas`` the
     arrived sha256 of every argument (for hash-only captures, the exact match is all there is).
-    Two indexed queries whatever the number of arguments.
+    Two indexed queries whatever the number of arguments; one when the team has no document.
     """
+    if not (shas or texts) or not ReferenceFingerprint.objects.filter(team=team).exists():
+        return {}  # nothing to match: not worth fingerprinting the texts
     wanted: dict[tuple[str, str], list[int]] = defaultdict(list)
     for key, sha in shas.items():
         if sha:
             wanted[("sha256", sha)].append(key)
     for key, text in texts.items():
-        for pair in candidate_keys(text):
+        # The arrived text is stored under its sha256: no need to hash it again.
+        for pair in candidate_keys(text, shas.get(key) or None):
             wanted[pair].append(key)
     if not wanted:
         return {}
@@ -155,19 +159,29 @@ def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:
     }
 
 
-def judge_arguments(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
+def judge_arguments(
+    team: Team,
+    arguments: Sequence[BulkArgument],
+    texts: Mapping[int, str] | None = None,
+    *,
+    save: bool = True,
+) -> list[Change]:
     """(Re)compute the verdict of each argument and save it; returns those that changed.
 
-    Arguments need ``call`` loaded (``select_related("call")``). A constant number of queries per
-    call of this function (lookups are batched), plus one ``bulk_update``.
+    Arguments need ``call`` loaded (``select_related("call")``); ``texts`` may hold the text of
+    contents by id (the ingest passes what it has just stored), the others are read. A constant
+    number of queries per call of this function (lookups are batched), plus one update (none
+    without ``save``: arguments about to be inserted as they are).
     """
     if not arguments:
         return []
-    own_texts = dict(
-        BulkContent.objects.filter(pk__in={a.content_id for a in arguments if a.content_id}).values_list(
-            "pk", "text"
-        )
-    )
+    texts = texts or {}
+    own_texts = {
+        a.content_id: texts[a.content_id] for a in arguments if a.content_id and a.content_id in texts
+    }
+    unread = {a.content_id for a in arguments if a.content_id and a.content_id not in own_texts}
+    if unread:
+        own_texts.update(BulkContent.objects.filter(pk__in=unread).values_list("pk", "text"))
     # A hash-only capture's content may be known from another capture of the same bytes.
     missing = {a.sha256 for a in arguments if not a.content_id and a.sha256}
     borrowed = dict(
@@ -235,13 +249,43 @@ def judge_arguments(team: Team, arguments: Sequence[BulkArgument]) -> list[Chang
         arg.verdict_at = now
         if old != arg.verdict or old_evidence != evidence:
             changes.append(Change(arg, old))
-    if changes:
-        BulkArgument.objects.bulk_update(
-            [c.argument for c in changes],
-            ["verdict", "expected_sha256", "expected_source", "evidence", "verdict_at"],
-            batch_size=500,
-        )
+    if save:
+        save_verdicts([c.argument for c in changes])
     return changes
+
+
+VERDICT_FIELDS = ("verdict", "expected_sha256", "expected_source", "evidence", "verdict_at")
+
+
+def save_verdicts(arguments: Sequence[BulkArgument]) -> None:
+    """Write the verdict fields of these arguments: on PostgreSQL one ``UPDATE ... FROM unnest``
+    of arrays however many there are, elsewhere ``bulk_update``."""
+    if not arguments:
+        return
+    if connection.vendor != "postgresql":
+        BulkArgument.objects.bulk_update(arguments, VERDICT_FIELDS, batch_size=500)
+        return
+    column = {name: bulkwrite.column(BulkArgument, name) for name in (*VERDICT_FIELDS, "id")}
+    sql = (
+        f"UPDATE {connection.ops.quote_name(BulkArgument._meta.db_table)} AS a SET {column['verdict']} = v.verdict, "
+        f"{column['expected_sha256']} = v.expected_sha256, {column['expected_source']} = v.expected_source, "
+        f"{column['evidence']} = v.evidence::jsonb, {column['verdict_at']} = v.verdict_at "
+        "FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[]) "
+        "AS v(id, verdict, expected_sha256, expected_source, evidence, verdict_at) "
+        f"WHERE a.{column['id']} = v.id"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [
+                [a.pk for a in arguments],
+                [a.verdict for a in arguments],
+                [a.expected_sha256 for a in arguments],
+                [a.expected_source for a in arguments],
+                [json.dumps(a.evidence) for a in arguments],
+                [a.verdict_at for a in arguments],
+            ],
+        )
 
 
 def _text_of(value: str | list[Any] | None) -> str | None:
@@ -285,14 +329,17 @@ def _judge(
 # -- the ingest hook ----------------------------------------------------------------------------------
 
 
-def judge_new_calls(team: Team, call_ids: Sequence[int]) -> list[Change]:
-    """Judge the not-yet-judged bulk arguments of these calls (idempotent)."""
+def judge_new_calls(
+    team: Team, call_ids: Sequence[int], texts: Mapping[int, str] | None = None
+) -> list[Change]:
+    """Judge the not-yet-judged bulk arguments of these calls (idempotent); ``texts`` as for
+    :func:`judge_arguments`."""
     arguments = list(
         BulkArgument.objects.filter(call_id__in=list(call_ids), verdict="")
         .select_related("call")
         .order_by("pk")
     )
-    return judge_arguments(team, arguments)
+    return judge_arguments(team, arguments, texts)
 
 
 def rejudge(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
@@ -398,28 +445,6 @@ def rejudge_without_document(team: Team, sha256: str) -> int:
         .order_by("pk")
     )
     return len(rejudge(team, arguments))
-
-
-def on_calls_ingested(sender: Any, team: Team, call_ids: list[int], **kwargs: Any) -> None:
-    """``calls_ingested`` receiver: judge, roll up, re-judge what new content explains, alert.
-
-    Idempotent: only unjudged arguments are judged and only calls not yet rolled up are added,
-    so a batch signalled twice (a resumed job) changes nothing the second time.
-    """
-    with transaction.atomic():
-        judge_new_calls(team, call_ids)
-        rollups.add_calls(team, call_ids)
-    shas = (
-        BulkArgument.objects.filter(call_id__in=call_ids)
-        .exclude(content=None)
-        .values_list("sha256", flat=True)
-    )
-    rejudge_for_contents(team, set(shas), exclude_calls=call_ids)
-    try:
-        alerts.evaluate_after_ingest(team, call_ids)
-    except Exception:
-        # An alerting problem must not fail the ingest of good data; it is logged loudly.
-        logger.exception("fidelity alerts for team %s failed", team.pk)
 
 
 Enqueue = Callable[[int], Any]

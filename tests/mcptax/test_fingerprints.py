@@ -79,3 +79,54 @@ def test_fingerprints_of_a_megabyte_text():
     keys = fingerprints(MEGA)
     assert shares_key(MEGA[:500_000].replace("\n", "\r\n"), MEGA) >= {"head", "head_ws", "head_short"}
     assert len(keys) == len(KINDS) and all(len(value) == 64 for value in keys.values())
+
+
+def _by_definition(text: str) -> dict[str, str]:
+    """The keys as the module docstring defines them, computed over the whole text."""
+
+    def digest(text_or_bytes: str | bytes) -> str:
+        data = (
+            text_or_bytes
+            if isinstance(text_or_bytes, bytes)
+            else text_or_bytes.encode("utf-8", "surrogatepass")
+        )
+        return hashlib.sha256(data).hexdigest()
+
+    normal = text.removeprefix("\ufeff").replace("\r\n", "\n").encode("utf-8", "surrogatepass")
+    stripped = text.removeprefix("\ufeff").replace("\r\n", "\n").rstrip().encode("utf-8", "surrogatepass")
+    collapsed = " ".join(text.removeprefix("\ufeff").split()).encode("utf-8", "surrogatepass")
+    return {
+        "sha256": digest(text),
+        "head": digest(normal[:256]),
+        "tail": digest(stripped[-256:]),
+        "head_ws": digest(collapsed[:256]),
+        "tail_ws": digest(collapsed[-256:]),
+        "head_short": digest(normal[:64]),
+    }
+
+
+# Texts whose ends test the windows the keys are computed over: whitespace runs and CRLF pairs
+# across a window's edge, multi-byte characters, a byte-order mark inside the text, a text that
+# is whitespace but for its ends.
+EDGE_TEXTS = [
+    "",
+    "x",
+    " \ufeff\n",
+    "\ufeff" + "a\r\n" * 400,
+    "a" * 1023 + "\r\n" + "b" * 2000,
+    "é" * 300 + " " * 5000 + "✓" * 300,
+    "𝄞 " * 2000,
+    "w" + " \t\n" * 3000 + "z",
+    "tail " * 10 + "\ufeff" + "q" * 1023 + "\r" + "\n" * 3,
+    "x" * 4000 + "\r\n" + " " * 1019 + "end\r\n\r\n",
+    ("line\r\n" * 170)[:1024] + "\n" + "more\r\n" * 300,
+    "\u2028".join("p" * k for k in range(200)),
+]
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS, ids=range(len(EDGE_TEXTS)))
+def test_keys_over_the_ends_equal_the_keys_over_the_whole_text(text):
+    assert fingerprints(text) == _by_definition(text)
+    # A caller that knows the sha256 gets the same keys without the text hashed again.
+    assert fingerprints(text, hashlib.sha256(text.encode()).hexdigest()) == _by_definition(text)
+    assert fingerprints(MEGA) == _by_definition(MEGA)

@@ -18,7 +18,9 @@ Uploads are written by ``ingest.capture.uploads``.
 
 Modules: ``jobs`` (creating jobs), ``lease`` (one run per job), ``reading`` (lines, format,
 parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``run`` (batches,
-line accounting, progress), ``ranges`` (a large file read in line ranges by several workers, then
+line accounting, progress), ``bulkwrite`` (``COPY`` and its INSERT fallback), ``figures``
+(hashing and tokenizing a call's bulk arguments), ``links`` (proxy capture and transcript of one
+call), ``ranges`` (a large file read in line ranges by several workers, then
 stitched), ``watched`` (tailing a watched file, read on from its offset with the saved pairing
 state).
 
@@ -44,8 +46,10 @@ re-yielded on resume exists already with ``job`` = this job, so it counts as sto
 duplicate. A lease (``run_token`` + heartbeat, and the owner's host:pid) keeps two runs (e.g. a
 redelivered task) from working on one job at once.
 
-After each committed batch the ``ingest.capture.signals.calls_ingested`` signal is sent with the ids of the
-calls this job stored in it (the hook for fidelity verdicts).
+Inside each batch's transaction ``ingest.capture.signals.calls_storing`` is sent with the rows
+about to be written (the fidelity step judges them and rolls them up there, so each row is
+written once: by ``COPY`` on PostgreSQL, see ``bulkwrite``); after the commit ``calls_ingested``
+is sent with the ids of the calls this job stored in it.
 """
 
 from ingest.capture.pipeline.jobs import Enqueue, create_job, ingest_bytes, ingest_path

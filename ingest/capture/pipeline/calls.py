@@ -7,10 +7,10 @@ job stored the call (a call stored by an earlier, killed run of the same job is 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer
@@ -24,6 +24,9 @@ from ingest.capture.models import (
     TeamCaptureSettings,
     ToolCall,
 )
+from ingest.capture.pipeline import bulkwrite
+from ingest.capture.pipeline.figures import call_figures
+from ingest.capture.pipeline.links import link_calls
 from ingest.capture.pipeline.values import (
     db_safe_json,
     fit,
@@ -32,19 +35,27 @@ from ingest.capture.pipeline.values import (
     server_reported_sha256,
     text_is_db_safe,
 )
-from mcptax.bulk import BulkArg, find_bulk_arguments, find_reference, resolve_pointer, text_figures
-from mcptax.formats.records import PROXY_FORMATS, AgentInfo, ObservedCall
+from ingest.capture.signals import calls_storing
+from mcptax.bulk import BulkArg, find_reference
+from mcptax.formats.records import AgentInfo, ObservedCall
 
 
 @dataclass
 class _NewCall:
     observed: ObservedCall
     row: ToolCall
-    bulk: list[BulkArg]
+    bulk: list[BulkArg]  # one per stored pointer (``pointers``), in the order found
+    pointers: list[str]
+    kept: list[bool]  # whether the argument's content is stored
 
 
 class CallStore:
-    """Writes the calls of one job's run, caching the team's agents, sessions and servers."""
+    """Writes the calls of one job's run, caching the team's agents, sessions and servers.
+
+    A batch costs a constant number of statements whatever its size: the new ToolCalls, contents
+    and BulkArguments are each written with one ``COPY`` on PostgreSQL (``bulkwrite``), each
+    content once per sha256, and sessions, agents' and sessions' time spans in one statement each.
+    """
 
     # Forget the ownership of old keys past this many; a miss just costs one query.
     KEY_CACHE_LIMIT = 200_000
@@ -58,8 +69,16 @@ class CallStore:
         self.sessions: dict[tuple[str, str], CaptureSession] = {}
         self.key_ours: dict[str, bool] = {}
         self.calls_stored = job.calls_stored
+        self.use_copy = bulkwrite.copy_supported()
+        # {content id: text} of the contents the last batch's calls point at, for the fidelity step.
+        self.contents: dict[int, str] = {}
+        # The rows of the last batch's new calls and their arguments, as written.
+        self.rows: list[ToolCall] = []
+        self.arguments: list[BulkArgument] = []
 
     def store(self, calls: list[ObservedCall]) -> list[int]:
+        """Store the calls not in the team yet; returns the ids of this job's calls among them."""
+        self.forget_batch()
         by_key: dict[str, ObservedCall] = {}
         for call in calls:
             by_key.setdefault(call.dedupe_key, call)
@@ -85,12 +104,88 @@ class CallStore:
                 new.append(call)
         if not new:
             return signal_ids
+        self._load_sessions(new)
         prepared = [self._prepare(call) for call in new]
-        ToolCall.objects.bulk_create([p.row for p in prepared], ignore_conflicts=True, batch_size=500)
+        contents = self._batch_contents(prepared)
+        content_ids = self._store_contents(contents)
+        self.contents = {
+            content_ids[sha]: text for sha, (_, _, text) in contents.items() if sha in content_ids
+        }
+        written = self._write_at_once(prepared, content_ids) if self.use_copy else None
+        created = written if written is not None else self._write_in_steps(prepared, content_ids)
+        signal_ids.extend(item.row.pk for item in created)
+        self.calls_stored += len(created)
+        self._touch_agents_and_sessions(created)
+        return signal_ids
+
+    def forget_batch(self) -> None:
+        self.contents, self.rows, self.arguments = {}, [], []
+
+    def _storing(self, calls: list[ToolCall], arguments: list[BulkArgument], *, written: bool) -> None:
+        self.rows, self.arguments = calls, arguments
+        calls_storing.send(
+            sender=IngestJob,
+            team=self.team,
+            calls=calls,
+            arguments=arguments,
+            contents=self.contents,
+            written=written,
+        )
+
+    def _write_at_once(self, prepared: list[_NewCall], content_ids: dict[str, int]) -> list[_NewCall] | None:
+        """COPY (PostgreSQL): the ids are reserved, so the rows are complete, verdicts and rollups
+        included (``calls_storing``), before each table is written once. None, with nothing of it
+        kept, when a concurrent run stored one of the calls first."""
+        rows = [p.row for p in prepared]
+        call_ids, argument_ids = bulkwrite.reserve_many(
+            [(ToolCall, len(rows)), (BulkArgument, sum(len(p.bulk) for p in prepared))]
+        )
+        for row, pk in zip(rows, call_ids, strict=True):
+            row.pk = pk
+        arguments = self._argument_rows(prepared, content_ids)  # made once the calls have their ids
+        for argument, pk in zip(arguments, argument_ids, strict=True):
+            argument.pk = pk
+        try:
+            with transaction.atomic():  # a savepoint: the links and rollups go if the calls do
+                link_calls(self.team, rows, written=False)
+                self._storing(rows, arguments, written=False)
+                bulkwrite.copy_rows(ToolCall, rows, savepoint=False)
+                bulkwrite.copy_rows(BulkArgument, arguments, savepoint=False)
+        except IntegrityError:
+            for row in rows:
+                row.pk, row.linked_call_id, row.counts_in_rollups, row.in_rollups = None, None, True, False
+            return None
+        for item in prepared:
+            self.key_ours[item.observed.dedupe_key] = True
+        return prepared
+
+    def _write_in_steps(self, prepared: list[_NewCall], content_ids: dict[str, int]) -> list[_NewCall]:
+        """INSERTs (SQLite, or a COPY refused): the calls, then their arguments, then verdicts and
+        rollups of the stored rows."""
+        created = self._insert_calls(prepared)
+        link_calls(self.team, [i.row for i in created], written=True)
+        arguments = self._argument_rows(created, content_ids)
+        BulkArgument.objects.bulk_create(arguments, batch_size=500)
+        if any(a.pk is None for a in arguments):  # a database that does not return the ids
+            ids = {
+                (call_id, pointer): pk
+                for pk, call_id, pointer in BulkArgument.objects.filter(
+                    call_id__in=[i.row.pk for i in created]
+                ).values_list("pk", "call_id", "pointer")
+            }
+            for argument in arguments:
+                argument.pk = ids[(argument.call_id, argument.pointer)]
+        self._storing([i.row for i in created], arguments, written=True)
+        return created
+
+    def _insert_calls(self, prepared: list[_NewCall]) -> list[_NewCall]:
+        """Insert the rows; returns those this job stored (not those a concurrent run stored first)."""
+        rows = [p.row for p in prepared]
+        ToolCall.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
         inserted = {
             key: (pk, job_id)
             for key, pk, job_id in ToolCall.objects.filter(
-                team=self.team, dedupe_key__in=[c.dedupe_key for c in new]
+                team=self.team, dedupe_key__in=[r.dedupe_key for r in rows]
             ).values_list("dedupe_key", "pk", "job_id")
         }
         created: list[_NewCall] = []
@@ -101,12 +196,7 @@ class CallStore:
             if ours:  # not if a concurrent ingest of the same capture won the insert
                 item.row.pk = pk
                 created.append(item)
-                signal_ids.append(pk)
-        self.calls_stored += len(created)
-        self._store_bulk(created)
-        self._link(created)
-        self._touch_agents_and_sessions(created)
-        return signal_ids
+        return created
 
     def _agent(self, info: AgentInfo | None, ts: datetime | None, notes: list[str]) -> Agent | None:
         if info is None:
@@ -130,15 +220,56 @@ class CallStore:
             self.agents[key] = agent
         return agent
 
+    def _session_key(self, call: ObservedCall, notes: list[str]) -> tuple[str, str]:
+        return (call.format, fit(call.session_key, 300, "session", notes))
+
+    def _load_sessions(self, calls: list[ObservedCall]) -> None:
+        """Bring the sessions of these calls into the cache: one query, and one insert for the new."""
+        wanted: dict[tuple[str, str], ObservedCall] = {}
+        for call in calls:
+            key = self._session_key(call, [])
+            if key not in self.sessions:
+                wanted.setdefault(key, call)
+        if not wanted:
+            return
+
+        def fetch() -> None:
+            for session in CaptureSession.objects.filter(
+                team=self.team,
+                format__in={f for f, _ in wanted},
+                session_key__in={k for _, k in wanted},
+            ):
+                key = (session.format, session.session_key)
+                if key in wanted:
+                    self.sessions[key] = session
+
+        fetch()
+        missing = [key for key in wanted if key not in self.sessions]
+        if not missing:
+            return
+        rows = []
+        for key in missing:
+            call = wanted[key]
+            rows.append(
+                CaptureSession(
+                    team=self.team,
+                    format=key[0],
+                    session_key=key[1],
+                    server_label=fit(call.server_label, 200, "server_label", []),
+                    agent=self._agent(call.agent, parse_ts(call.request_ts), []),
+                )
+            )
+        CaptureSession.objects.bulk_create(rows, ignore_conflicts=True)
+        fetch()
+
     def _session(self, call: ObservedCall, agent: Agent | None, notes: list[str]) -> CaptureSession:
-        session_key = fit(call.session_key, 300, "session", notes)
-        key = (call.format, session_key)
+        key = self._session_key(call, notes)
         session = self.sessions.get(key)
         if session is None:
             session, _ = CaptureSession.objects.get_or_create(
                 team=self.team,
-                format=call.format,
-                session_key=session_key,
+                format=key[0],
+                session_key=key[1],
                 defaults={"server_label": fit(call.server_label, 200, "server_label", []), "agent": agent},
             )
             self.sessions[key] = session
@@ -171,8 +302,7 @@ class CallStore:
             # A later batch of a session (the proxy pushes in batches) no longer holds its
             # initialize; the session remembers who the client was.
             agent = session.agent
-        bulk = find_bulk_arguments(call.arguments)
-        bulk += _cut_strings(call, {b.pointer for b in bulk})
+        bulk = call_figures(call)
         reference = find_reference(call.arguments)
         server_label = fit(call.server_label, 200, "server_label", notes)
         error = db_safe_json(call.jsonrpc_error, notes, "jsonrpc_error") if call.jsonrpc_error else None
@@ -209,61 +339,63 @@ class CallStore:
             unanswered=call.unanswered,
             ingest_notes=notes,
         )
-        return _NewCall(call, row, bulk)
+        stored, pointers, kept = self._arguments(bulk, notes)
+        return _NewCall(call, row, stored, pointers, kept)
 
-    def _store_bulk(self, created: list[_NewCall]) -> None:
+    def _arguments(
+        self, bulk: list[BulkArg], notes: list[str]
+    ) -> tuple[list[BulkArg], list[str], list[bool]]:
+        """The arguments to store (one per pointer), their column-safe pointers and whether each
+        one's content is kept; what had to change is noted on the call."""
         keep = self.capture.keep_bulk_content
         max_bytes = self.capture.max_content_bytes
+        kept: list[bool] = []
+        for arg in bulk:
+            ok = bool(keep and arg.content is not None and arg.sha256 and (arg.bytes or 0) <= max_bytes)
+            if ok and not text_is_db_safe(arg.content or ""):
+                # The figures and hash are over the exact text; a stand-in copy would mislead.
+                notes.append(f"content_not_kept:{arg.pointer[:200]}:unstorable_characters")
+                ok = False
+            kept.append(ok)
+        stored: list[BulkArg] = []
+        pointers: list[str] = []
+        stored_kept: list[bool] = []
+        for arg, ok in zip(bulk, kept, strict=True):
+            pointer = arg.pointer
+            if len(pointer) > 500:
+                pointer = pointer[:500]
+                notes.append("shortened:pointer")
+            pointer = fit(pointer, 500, "pointer", notes)
+            if pointer in pointers:
+                continue  # two pointers the same once shortened: the first one is kept
+            stored.append(arg)
+            pointers.append(pointer)
+            stored_kept.append(ok)
+        return stored, pointers, stored_kept
+
+    def _batch_contents(self, prepared: list[_NewCall]) -> dict[str, tuple[int, bool, str]]:
+        """``{sha256: (bytes, is_array, text)}`` of the contents the batch keeps."""
         contents: dict[str, tuple[int, bool, str]] = {}
-        for item in created:
-            for arg in item.bulk:
-                if not (keep and arg.content is not None and arg.sha256 and (arg.bytes or 0) <= max_bytes):
-                    continue
-                if not text_is_db_safe(arg.content):
-                    # The figures and hash are over the exact text; a stand-in copy would mislead.
-                    item.row.ingest_notes.append(
-                        f"content_not_kept:{arg.pointer[:200]}:unstorable_characters"
-                    )
-                    continue
-                contents.setdefault(arg.sha256, (arg.bytes or 0, arg.kind == "array", arg.content))
-        content_ids: dict[str, int] = {}
-        if contents:
-            known = set(
-                BulkContent.objects.filter(team=self.team, sha256__in=list(contents)).values_list(
-                    "sha256", flat=True
-                )
-            )
-            BulkContent.objects.bulk_create(
-                [
-                    BulkContent(team=self.team, sha256=sha, bytes=size, is_array=is_array, text=text)
-                    for sha, (size, is_array, text) in contents.items()
-                    if sha not in known
-                ],
-                ignore_conflicts=True,
-                batch_size=100,
-            )
-            content_ids = dict(
-                BulkContent.objects.filter(team=self.team, sha256__in=list(contents)).values_list(
-                    "sha256", "pk"
-                )
-            )
+        for item in prepared:
+            for arg, kept in zip(item.bulk, item.kept, strict=True):
+                if kept and arg.sha256 and arg.content is not None:
+                    contents.setdefault(arg.sha256, (arg.bytes or 0, arg.kind == "array", arg.content))
+        return contents
+
+    def _argument_rows(self, created: list[_NewCall], content_ids: dict[str, int]) -> list[BulkArgument]:
         rows: list[BulkArgument] = []
-        noted: list[ToolCall] = []
         for item in created:
             truncated = set(item.observed.truncated_pointers)
             # The caller's stated hash is only in the arguments, which are not stored: keep it now.
             expectations = caller_expectations(item.observed.arguments, item.observed.meta, item.bulk)
             whole_call_truncated = item.observed.capture_truncated and not truncated
-            for arg in item.bulk:
-                pointer = arg.pointer
-                if len(pointer) > 500:
-                    pointer = pointer[:500]
-                    item.row.ingest_notes.append("shortened:pointer")
+            for arg, pointer, kept in zip(item.bulk, item.pointers, item.kept, strict=True):
+                expected = expectations.get(arg.pointer, ("", ""))
                 rows.append(
                     BulkArgument(
-                        call_id=item.row.pk,
+                        call=item.row,
                         team=self.team,
-                        pointer=fit(pointer, 500, "pointer", item.row.ingest_notes),
+                        pointer=pointer,
                         kind=arg.kind,
                         bytes=arg.bytes or 0,
                         lines=arg.lines or 0,
@@ -272,100 +404,51 @@ class CallStore:
                         ends_with_newline=bool(arg.ends_with_newline),
                         crlf_count=arg.crlf_count or 0,
                         elements=arg.elements,
-                        content_id=content_ids.get(arg.sha256 or ""),
+                        content_id=content_ids.get(arg.sha256 or "") if kept else None,
                         capture_truncated=whole_call_truncated or arg.pointer in truncated,
-                        expected_sha256=expectations.get(arg.pointer, ("", ""))[0],
-                        expected_source=expectations.get(arg.pointer, ("", ""))[1],
+                        expected_sha256=expected[0],
+                        expected_source=expected[1],
                     )
                 )
-            if item.row.ingest_notes:
-                noted.append(item.row)
-        BulkArgument.objects.bulk_create(rows, ignore_conflicts=True, batch_size=500)
-        for row in noted:
-            ToolCall.objects.filter(pk=row.pk).update(ingest_notes=row.ingest_notes)
+        return rows
 
-    def _link(self, created: list[_NewCall]) -> None:
-        """Pair a proxy capture with the transcript's record of the same call (Claude Code tool-use id)."""
-        proxy = {
-            i.row.claudecode_tool_use_id: i.row.pk
-            for i in created
-            if i.row.source_format in PROXY_FORMATS and i.row.claudecode_tool_use_id
-        }
-        transcript = {
-            i.row.client_call_id: i.row.pk
-            for i in created
-            if i.row.source_format == "claude-code" and i.row.client_call_id
-        }
-        pairs: dict[int, int] = {}  # transcript pk -> proxy pk
-        if proxy:
-            for pk, tool_use_id in (
-                ToolCall.objects.filter(
-                    team=self.team,
-                    source_format="claude-code",
-                    client_call_id__in=list(proxy),
-                    linked_call=None,
-                )
-                .order_by("pk")
-                .values_list("pk", "client_call_id")
-            ):
-                pairs.setdefault(pk, proxy[tool_use_id])
-        if transcript:
-            for pk, tool_use_id in (
-                ToolCall.objects.filter(
-                    team=self.team,
-                    source_format__in=PROXY_FORMATS,
-                    claudecode_tool_use_id__in=list(transcript),
-                    linked_call=None,
-                )
-                .order_by("pk")
-                .values_list("pk", "claudecode_tool_use_id")
-            ):
-                if transcript[tool_use_id] not in pairs:
-                    pairs[transcript[tool_use_id]] = pk
-        used_proxies: set[int] = set()
-        for transcript_pk, proxy_pk in pairs.items():
-            if proxy_pk in used_proxies:
-                continue
-            used_proxies.add(proxy_pk)
-            ToolCall.objects.filter(pk=transcript_pk).update(linked_call_id=proxy_pk, counts_in_rollups=False)
-            ToolCall.objects.filter(pk=proxy_pk).update(linked_call_id=transcript_pk)
+    def _store_contents(self, contents: dict[str, tuple[int, bool, str]]) -> dict[str, int]:
+        """``{sha256: content id}``: each content of the batch looked up once and written once if new."""
+        if not contents:
+            return {}
+        found = dict(
+            BulkContent.objects.filter(team=self.team, sha256__in=list(contents)).values_list("sha256", "pk")
+        )
+        missing = [
+            BulkContent(team=self.team, sha256=sha, bytes=size, is_array=is_array, text=text)
+            for sha, (size, is_array, text) in contents.items()
+            if sha not in found
+        ]
+        if not missing:
+            return found
+        if self.use_copy:
+            for row, pk in zip(missing, bulkwrite.reserve_ids(BulkContent, len(missing)), strict=True):
+                row.pk = pk
+            if bulkwrite.copy_rows(BulkContent, missing):
+                return found | {row.sha256: row.pk for row in missing}
+            for row in missing:  # stored meanwhile by a concurrent run: the read-back finds it
+                row.pk = None
+        BulkContent.objects.bulk_create(missing, ignore_conflicts=True, batch_size=100)
+        return dict(
+            BulkContent.objects.filter(team=self.team, sha256__in=list(contents)).values_list("sha256", "pk")
+        )
 
     def _touch_agents_and_sessions(self, created: list[_NewCall]) -> None:
-        spans: dict[tuple[str, int], list[datetime]] = {}
+        """Widen the agents' and sessions' first/last seen to this batch's calls: one statement each."""
+        agents: dict[int, tuple[datetime, datetime]] = {}
+        sessions: dict[int, tuple[datetime, datetime]] = {}
         for item in created:
             ts = item.row.request_ts
             if ts is None:
                 continue
-            for kind, pk in (("agent", item.row.agent_id), ("session", item.row.session_id)):
-                if pk is None:
-                    continue
-                span = spans.setdefault((kind, pk), [ts, ts])
-                span[0], span[1] = min(span[0], ts), max(span[1], ts)
-        for (kind, pk), (first, last) in spans.items():
-            if kind == "agent":
-                Agent.objects.filter(pk=pk, first_seen__gt=first).update(first_seen=first)
-                Agent.objects.filter(pk=pk, last_seen__lt=last).update(last_seen=last)
-            else:
-                CaptureSession.objects.filter(Q(first_ts=None) | Q(first_ts__gt=first), pk=pk).update(
-                    first_ts=first
-                )
-                CaptureSession.objects.filter(Q(last_ts=None) | Q(last_ts__lt=last), pk=pk).update(
-                    last_ts=last
-                )
-
-
-def _cut_strings(call: ObservedCall, found_already: set[str]) -> list[BulkArg]:
-    """The strings a capture cut that are too short to be found as bulk arguments: the value the
-    cut went through was bulk (the capturing tool only cuts large frames), so it is recorded with
-    the bytes seen, to be judged ``capture_truncated``."""
-    found: list[BulkArg] = []
-    for pointer in call.truncated_pointers:
-        if pointer in found_already:
-            continue
-        try:
-            value = resolve_pointer(call.arguments, pointer)
-        except (KeyError, IndexError, ValueError):
-            continue
-        if isinstance(value, str):
-            found.append(BulkArg(pointer, "string", content=value, **asdict(text_figures(value))))
-    return found
+            for spans, pk in ((agents, item.row.agent_id), (sessions, item.row.session_id)):
+                if pk is not None:
+                    first, last = spans.get(pk, (ts, ts))
+                    spans[pk] = (min(first, ts), max(last, ts))
+        bulkwrite.widen_spans(Agent, agents, "first_seen", "last_seen")
+        bulkwrite.widen_spans(CaptureSession, sessions, "first_ts", "last_ts")

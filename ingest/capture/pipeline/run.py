@@ -111,7 +111,18 @@ class Run:
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
         if signal_ids:
-            calls_ingested.send(sender=IngestJob, team=self.team, call_ids=signal_ids, job=self.owner)
+            # The rows just written and their contents' texts, so the fidelity step need not read
+            # them back.
+            calls_ingested.send(
+                sender=IngestJob,
+                team=self.team,
+                call_ids=signal_ids,
+                job=self.owner,
+                contents=self.store.contents,
+                rows=self.store.rows,
+                arguments=self.store.arguments,
+            )
+        self.store.forget_batch()
 
     # -- lines -------------------------------------------------------------------------------------
 

