@@ -13,6 +13,13 @@ script creates the database if it is missing, migrates it, and measures in one r
 - a log whose one call line is ``--long-line-mb`` MB (200; 0 skips it), ingested the same way:
   the line is kept as a file, never held in memory, so the peak RSS stays low.
 
+- two workers (``bench_ingest_parallel.two_worker_speed``): a ``--parallel-mb`` MB log (500) split
+  into ``--range-mb`` ranges, ingested by one and then by two real ``celery worker`` processes on
+  the configured broker (set REDIS_URL to use Redis); the speed-up is the target;
+- watched file (``bench_ingest_parallel.incremental_scan_cost``): a ``--watch-mb`` MB log (1000)
+  scanned, then grown by ``--grow-mb`` MB (1) before each of ``--scans`` scans (3): the time and
+  bytes parsed by a later scan beside the first. ``--skip-parallel`` skips both.
+
 It prints a table (figure, target, met?) ready for the README. ``--repeat R`` measures raw and
 one-worker R times, alternating, and keeps the best of each (for a machine with other work).
 """
@@ -33,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DEFAULT_DB = "postgres://postgres@127.0.0.1:5432/mcptax_bench"
+PARALLEL_TARGET = 1.6
 
 WORDS = [
     "the",
@@ -270,12 +278,60 @@ def table(rows: list[tuple[str, str, str, bool | None]]) -> str:
     return "\n".join(lines)
 
 
+def scaling_rows(args: argparse.Namespace, workdir: Path) -> list[tuple[str, str, str, bool | None]]:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_ingest_parallel import incremental_scan_cost, two_worker_speed
+
+    par = two_worker_speed(args.parallel_mb, range_mb=args.range_mb, workdir=workdir)
+    print(
+        f"workers: one {par['one']['seconds']:.1f} s, two {par['two']['seconds']:.1f} s "
+        f"({par['mb']:.0f} MB, {par['ranges']} ranges, {par['two']['calls']} calls)"
+    )
+    watch = incremental_scan_cost(args.watch_mb, args.grow_mb, args.scans, workdir=workdir)
+    first = watch["first"]
+    later = sorted(watch["scans"], key=lambda scan: scan["seconds"])[len(watch["scans"]) // 2]
+    proportional = all(scan["bytes"] == scan["appended"] for scan in watch["scans"])
+    return [
+        (
+            f"celery workers, {par['mb']:.0f} MB log in {par['ranges']} ranges: one / two",
+            f"{par['one_mb_s']:.1f} / {par['two_mb_s']:.1f} MB/s",
+            "",
+            None,
+        ),
+        (
+            "two workers / one worker",
+            f"{par['ratio']:.2f}x",
+            f">= {PARALLEL_TARGET}x",
+            par["ratio"] >= PARALLEL_TARGET,
+        ),
+        (
+            f"watched {first['file_bytes'] / 1e6:.0f} MB log, first scan",
+            f"{first['seconds']:.1f} s, {first['bytes'] / 1e6:.0f} MB parsed",
+            "",
+            None,
+        ),
+        (
+            f"watched log grown by {args.grow_mb:g} MB, a later scan (median of {len(watch['scans'])})",
+            f"{later['seconds']:.2f} s, {later['bytes'] / 1e6:.2f} MB parsed of {later['appended'] / 1e6:.2f} MB "
+            f"appended (state {later['state_bytes'] / 1e3:.1f} kB)",
+            "parses only the new bytes",
+            proportional,
+        ),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--frames", type=int, default=100_000)
     parser.add_argument("--long-line-mb", type=int, default=200, help="size of the one-line log (0: skip)")
     parser.add_argument("--repeat", type=int, default=1, help="best of this many raw and one-worker runs")
     parser.add_argument("--keep-log", help="write the generated log here and keep it")
+    parser.add_argument("--parallel-mb", type=float, default=500, help="size of the two-worker log")
+    parser.add_argument("--range-mb", type=float, default=64, help="INGEST_RANGE_BYTES for it, in MiB")
+    parser.add_argument("--watch-mb", type=float, default=1000, help="size of the watched log")
+    parser.add_argument("--grow-mb", type=float, default=1, help="appended between watched scans")
+    parser.add_argument("--scans", type=int, default=3, help="watched scans after the first")
+    parser.add_argument("--skip-parallel", action="store_true", help="skip the two-worker and watched rows")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # child mode: ingest this file
     args = parser.parse_args()
     os.environ.setdefault("DATABASE_URL", DEFAULT_DB)
@@ -367,6 +423,8 @@ def main() -> int:
             )
         )
         long_path.unlink()
+    if not args.skip_parallel:
+        rows += scaling_rows(args, workdir)
     print()
     print(table(rows))
     if not args.keep_log:
