@@ -53,6 +53,9 @@ def _pages(team: Any) -> list[tuple[str, str]]:
     ]
     if family:
         pages.insert(9, ("agent page", reverse("fidelity_agent", args=[slug, family])))
+    tool = server.current_snapshot.tools.order_by("name").first() if server.current_snapshot else None
+    if tool is not None:
+        pages.insert(2, ("tool page", reverse("fidelity_tool", args=[slug, server.code, tool.name])))
     return pages
 
 
