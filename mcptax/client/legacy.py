@@ -87,13 +87,20 @@ def _tool_is_plain(tool: Any) -> bool:
     return all(isinstance(icon, dict) and isinstance(icon.get("src"), str) for icon in tool.get("icons", []))
 
 
+def _info_is_plain(info: Any) -> bool:
+    """A server's name, version and (optional) title, each a string."""
+    return (
+        isinstance(info, dict)
+        and isinstance(info.get("name"), str)
+        and isinstance(info.get("version"), str)
+        and isinstance(info.get("title", ""), str)
+    )
+
+
 def _handshake_is_plain(result: Any) -> TypeGuard[dict[str, Any]]:
     if not isinstance(result, dict) or result.get("protocolVersion") not in HANDSHAKE_VERSIONS:
         return False
-    info = result.get("serverInfo")
-    if not isinstance(info, dict) or not isinstance(info.get("name"), str):
-        return False
-    if not isinstance(info.get("version"), str) or not isinstance(info.get("title", ""), str):
+    if not _info_is_plain(result.get("serverInfo")):
         return False
     return isinstance(result.get("capabilities"), dict) and isinstance(result.get("instructions", ""), str)
 
@@ -215,9 +222,7 @@ def _discovery_is_plain(result: dict[str, Any]) -> bool:
     info = (
         result.get("_meta", {}).get(_META + "serverInfo") if isinstance(result.get("_meta"), dict) else None
     )
-    if info is not None and not (
-        isinstance(info, dict) and isinstance(info.get("name"), str) and isinstance(info.get("version"), str)
-    ):
+    if info is not None and not _info_is_plain(info):
         return False
     return (
         isinstance(result.get("capabilities"), dict)
