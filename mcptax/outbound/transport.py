@@ -16,8 +16,9 @@ SDK's ``httpx2``/``httpcore2`` (asynchronous: the poller).
 
 from __future__ import annotations
 
+import functools
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio.to_thread
@@ -117,26 +118,66 @@ def _resolve(policy: OutboundPolicy, host: str, port: int, connect_error: type[E
         raise connect_error(f"cannot resolve {host}: {exc}") from exc
 
 
+@functools.cache
+def _default_tls() -> ssl.SSLContext:
+    # Loading the CA bundle (load_verify_locations) is most of what a transport costs to build:
+    # one context per process serves every connection that verifies against the system's CAs.
+    return httpx.create_ssl_context(trust_env=False)
+
+
+@functools.cache
+def _default_tls_async() -> ssl.SSLContext:
+    return httpx2.create_ssl_context(trust_env=False)
+
+
+class _PinnedPool(httpcore.ConnectionPool):
+    """A pool that builds its TLS context on its first ``https`` connection, never for ``http``."""
+
+    def __init__(self, tls: Callable[[], ssl.SSLContext], **kwargs: Any) -> None:
+        super().__init__(ssl_context=None, **kwargs)
+        self._tls = tls
+
+    def create_connection(self, origin: httpcore.Origin) -> httpcore.ConnectionInterface:
+        if origin.scheme == b"https" and self._ssl_context is None:
+            self._ssl_context = self._tls()
+        return super().create_connection(origin)
+
+
+class _AsyncPinnedPool(httpcore2.AsyncConnectionPool):
+    def __init__(self, tls: Callable[[], ssl.SSLContext], **kwargs: Any) -> None:
+        super().__init__(ssl_context=None, **kwargs)
+        self._tls = tls
+
+    def create_connection(self, origin: Any) -> Any:
+        if origin.scheme == b"https" and self._ssl_context is None:
+            self._ssl_context = self._tls()
+        return super().create_connection(origin)
+
+
+# httpx's own __init__ builds a pool (and a verifying TLS context) that ours replaces at once; an
+# unverifying context costs nothing to build and is never used.
+_UNUSED_TLS = False
+
+
 class PinnedTransport(httpx.HTTPTransport):
     """``httpx.HTTPTransport`` whose every connection goes through ``PinnedBackend``. ``verify``
     is httpx's (the system's CAs by default; an ``ssl.SSLContext`` to trust others)."""
 
     def __init__(self, policy: OutboundPolicy, verify: ssl.SSLContext | bool = True) -> None:
-        super().__init__(trust_env=False)
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(verify=verify, trust_env=False),
-            network_backend=PinnedBackend(policy),
-            **POOL_LIMITS,
-        )
+        super().__init__(trust_env=False, verify=_UNUSED_TLS)
+        if verify is True:
+            tls: Callable[[], ssl.SSLContext] = _default_tls
+        else:
+            context = httpx.create_ssl_context(verify=verify, trust_env=False)
+            tls = lambda: context  # noqa: E731
+        self._pool = _PinnedPool(tls, network_backend=PinnedBackend(policy), **POOL_LIMITS)
 
 
 class AsyncPinnedTransport(httpx2.AsyncHTTPTransport):
     """``httpx2.AsyncHTTPTransport`` whose every connection goes through ``AsyncPinnedBackend``."""
 
     def __init__(self, policy: OutboundPolicy) -> None:
-        super().__init__(trust_env=False)
-        self._pool = httpcore2.AsyncConnectionPool(
-            ssl_context=httpx2.create_ssl_context(trust_env=False),
-            network_backend=AsyncPinnedBackend(policy),
-            **POOL_LIMITS,
+        super().__init__(trust_env=False, verify=_UNUSED_TLS)
+        self._pool = _AsyncPinnedPool(
+            _default_tls_async, network_backend=AsyncPinnedBackend(policy), **POOL_LIMITS
         )

@@ -144,3 +144,55 @@ def test_tls_names_the_host_and_verifies_its_certificate_while_connecting_to_the
                 client.get(f"https://other.pinned.test:{server.port}/doc")
     assert seen_names == ["docs.pinned.test", "other.pinned.test"]
     assert [r["headers"]["Host"] for r in server.requests] == [f"docs.pinned.test:{server.port}"]
+
+
+@pytest.fixture
+def ca_loads(monkeypatch) -> list[object]:
+    """Every CA bundle any SSL context loads from now on (the costly part of building one), with
+    the transports' shared contexts forgotten so this test sees them built."""
+    import ssl
+
+    from mcptax.outbound import transport
+
+    def forget() -> None:
+        for name in ("_default_tls", "_default_tls_async"):
+            if hasattr(transport, name):
+                getattr(transport, name).cache_clear()
+
+    forget()
+    loads: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counting(self, *args, **kwargs):
+        loads.append(args or kwargs)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counting)
+    yield loads
+    forget()
+
+
+@pytest.mark.parametrize("get", FLAVOURS)
+def test_plain_http_builds_no_tls_context(get, ca_loads) -> None:
+    policy = OutboundPolicy.from_entries(["127.0.0.1/32"])
+    with Receiver() as server:
+        for _ in range(3):
+            assert get(policy, f"http://127.0.0.1:{server.port}/") == 200
+    assert ca_loads == []
+
+
+@pytest.mark.parametrize(
+    ("transport_class", "core"), [(PinnedTransport, "httpcore"), (AsyncPinnedTransport, "httpcore2")]
+)
+def test_https_transports_share_one_tls_context_per_process(transport_class, core, ca_loads) -> None:
+    import importlib
+
+    origin = importlib.import_module(core).Origin(b"https", b"tls.pinned.test", 443)
+    policy = OutboundPolicy.from_entries(["127.0.0.1/32"])
+    contexts = set()
+    for _ in range(4):
+        pool = transport_class(policy)._pool
+        pool.create_connection(origin)  # builds the connection object; nothing is sent
+        contexts.add(id(pool._ssl_context))
+    assert len(ca_loads) == 1
+    assert len(contexts) == 1
