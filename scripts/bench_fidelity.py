@@ -21,6 +21,7 @@ import hashlib
 import io
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -79,6 +80,23 @@ def _copy(cursor, table: str, columns: list[str], rows) -> None:
             copy.write_row(row)
 
 
+def defaults_for(model, given: list[str]) -> tuple[list[str], tuple]:
+    """The columns COPY must fill that `given` leaves out: every NOT NULL field with a default
+    (Django's defaults live in Python, not in the table), with its default value as COPY takes it.
+    Computed from the model, so a field added later cannot break the seeding again."""
+    import json
+
+    columns: list[str] = []
+    values: list[object] = []
+    for field in model._meta.concrete_fields:
+        if field.primary_key or field.null or field.column in given or not field.has_default():
+            continue
+        value = field.get_default()
+        columns.append(field.column)
+        values.append(json.dumps(value) if isinstance(value, list | dict) else value)
+    return columns, tuple(values)
+
+
 def seed(calls: int, seed_value: int) -> None:
     from django.contrib.auth import get_user_model
     from django.db import connection, transaction
@@ -130,6 +148,10 @@ def seed(calls: int, seed_value: int) -> None:
         "ends_with_newline", "crlf_count", "capture_truncated", "verdict", "expected_sha256",
         "expected_source", "evidence", "verdict_at",
     ]  # fmt: skip
+    call_extra, call_defaults = defaults_for(ToolCall, call_columns)
+    arg_extra, arg_defaults = defaults_for(BulkArgument, arg_columns)
+    call_columns += call_extra
+    arg_columns += arg_extra
     args: list[tuple] = []
     fake_sha = hashlib.sha256(b"bench").hexdigest()
 
@@ -171,6 +193,7 @@ def seed(calls: int, seed_value: int) -> None:
                         '{"first_diff_offset": 10}',
                         ts,
                     )  # fmt: skip
+                    + arg_defaults
                 )
                 arg_id += 1
             yield (
@@ -178,7 +201,7 @@ def seed(calls: int, seed_value: int) -> None:
                 size if kind == "bulk" else 80, fake_sha, kind == "ref", "path" if kind == "ref" else "",
                 "docs/runbook.md" if kind == "ref" else "", 1 if kind == "bulk" else 0, "", False, "[]",
                 False, False, True, ts, rng.random() < 0.02,
-            )  # fmt: skip
+            ) + call_defaults  # fmt: skip
 
     started = time.perf_counter()
     with transaction.atomic(), connection.cursor() as c:
@@ -212,6 +235,7 @@ def build_rollups(team) -> None:
 
     from ingest.capture.models import Agent
     from ingest.fidelity.costs import MILLION, PriceBook
+    from ingest.fidelity.models import FidelityDaily
 
     book = PriceBook(team)
     rates = {a.pk: book.output_rate(a.family) for a in Agent.objects.filter(team=team)}
@@ -237,9 +261,19 @@ def build_rollups(team) -> None:
         WHERE c.team_id = %s AND c.counts_in_rollups
         GROUP BY 1, 2, 3, 4, 5, 6, 7
     """
+    # Rollup columns this query does not compute (added to the model later) take their defaults.
+    given = re.search(r"INSERT INTO ingest_fidelitydaily \(([^)]*)\)", sql)
+    extra, values = defaults_for(FidelityDaily, [c.strip() for c in given.group(1).split(",")])
+    if extra:
+        sql = sql.replace("server_errors)", "server_errors, " + ", ".join(extra) + ")", 1)
+        sql = sql.replace(
+            "SUM(CASE WHEN c.is_error THEN 1 ELSE 0 END)\n",
+            "SUM(CASE WHEN c.is_error THEN 1 ELSE 0 END), " + ", ".join(["%s"] * len(extra)) + "\n",
+            1,
+        )
     with connection.cursor() as c:
         c.execute("DELETE FROM ingest_fidelitydaily WHERE team_id = %s", [team.pk])
-        c.execute(sql, [team.pk])
+        c.execute(sql, [*values, team.pk])
 
 
 def measure(client, url: str, repeat: int, htmx_target: str | None = None) -> tuple[float, float, int, int]:
@@ -273,7 +307,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=25)
     parser.add_argument("--reseed", action="store_true", help="drop the bench team and seed again")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--smoke", action="store_true", help="2,000 calls, 2 requests a page: proves the script works")
     options = parser.parse_args()
+    if options.smoke:
+        options.calls, options.repeat = 2_000, 2
 
     django.setup()
     _ensure_database()
@@ -304,7 +341,10 @@ def main() -> None:
     settings.ALLOWED_HOSTS = ["testserver"]
     settings.DEBUG = False
     client = Client()
-    assert client.login(username=USER, password=PASSWORD)
+    # django-axes' backend needs a request to authenticate; the page timings do not include login.
+    from django.contrib.auth import get_user_model
+
+    client.force_login(get_user_model().objects.get(username=USER))
     call = ToolCall.objects.filter(team=team, bulk_count=1).order_by("-request_ts").first()
     family = FAMILIES[0]
     pages = [
