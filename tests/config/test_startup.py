@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("mcp", "mcp_types", "plotly", "apprise")
 # The modules that are the MCP client itself: they exist to use the SDK.
@@ -104,3 +106,14 @@ def test_mcp_tax_measure_of_servers_of_both_eras_never_loads_the_mcp_sdk(tmp_pat
     measured = json.loads(output)
     assert [s["status"] for s in measured["stacks"][0]["servers"]] == ["ok", "ok"]
     assert loaded == []
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_counting_loads_bpe_openais_compiled_tokenizer_without_its_package(tmp_path, encoding):
+    """Importing the bpe_openai package builds a model registry (over a second of start-up); the
+    counting path loads only its compiled module."""
+    path = tmp_path / "tools.json"
+    path.write_text('{"tools": [{"name": "a", "description": "Add two numbers.", "inputSchema": {}}]}')
+    output, loaded = cli_probe(["tokens", str(path), "--encoding", encoding], ("bpe_openai",))
+    assert output.startswith("1 tools, fixed tax ")
+    assert loaded == ["bpe_openai._bindings"]
