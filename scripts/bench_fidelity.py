@@ -307,7 +307,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=25)
     parser.add_argument("--reseed", action="store_true", help="drop the bench team and seed again")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--smoke", action="store_true", help="2,000 calls, 2 requests a page: proves the script works")
+    parser.add_argument(
+        "--smoke", action="store_true", help="2,000 calls, 2 requests a page: proves the script works"
+    )
     options = parser.parse_args()
     if options.smoke:
         options.calls, options.repeat = 2_000, 2

