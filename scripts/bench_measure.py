@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import time
@@ -82,37 +81,103 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, subprocess.Compl
     return time.perf_counter() - started, run
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    args = parser.parse_args()
-    lint = install_lint()
-    config = write_config()
-    # Bytecode is written as an installed package would have it (the first run warms it).
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env |= {"PYTHONPATH": str(ROOT), "TIKTOKEN_CACHE_DIR": str(tiktoken_cache())}
-    ours_argv = [sys.executable, "-m", "mcptax", "measure", str(config), "--json"]
-    lint_argv = [str(lint), "check", str(config), "--json"]
-    timed(ours_argv, env)
-    timed(lint_argv, env)
-    ours_times, lint_times = [], []
-    ours_doc: dict = {}
-    lint_doc: dict = {}
-    for _ in range(args.rounds):
-        elapsed, run = timed(ours_argv, env)
-        assert run.returncode == 0, run.stdout + run.stderr
-        ours_times.append(elapsed)
-        ours_doc = json.loads(run.stdout)
-        elapsed, run = timed(lint_argv, env)
-        assert run.returncode == 0, run.stdout + run.stderr
-        lint_times.append(elapsed)
-        lint_doc = json.loads(run.stdout)
-    assert lint_doc["tokenizer"] == "cl100k_base", lint_doc["tokenizer"]
+def example_config() -> Path:
+    """The smoke run's servers: the project's own example servers over stdio (no install)."""
+    from examples.servers.launch import stdio_command
 
+    servers = {}
+    for name in ("lean", "sprawling"):
+        command, argv, env = stdio_command(name)
+        servers[name] = {"command": command, "args": list(argv), "env": dict(env)}
+    path = BENCH / "mcp-examples.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"mcpServers": servers}, indent=1))
+    return path
+
+
+def raw_session(entry: dict, env: dict[str, str]) -> int:
+    """The floor for one server, in plain code: start it, send initialize, the initialized
+    notification and tools/list (every page), read each answer line, stop it. Returns tool count."""
+    child_env = {**env, **entry.get("env", {})}
+    process = subprocess.Popen(
+        [entry["command"], *entry.get("args", [])],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=child_env,
+        cwd=ROOT,
+    )
+    assert process.stdin and process.stdout
+
+    def send(message: dict) -> None:
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+
+    def answer(request_id: int) -> dict:
+        while True:
+            line = process.stdout.readline()
+            if not line:
+                raise RuntimeError("the server closed its output")
+            message = json.loads(line)
+            if message.get("id") == request_id and "method" not in message:
+                return message
+
+    try:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "floor", "version": "0"},
+                },
+            }
+        )
+        answer(1)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        tools, cursor, request_id = 0, None, 2
+        while True:
+            send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "tools/list",
+                    "params": {"cursor": cursor} if cursor else {},
+                }
+            )
+            result = answer(request_id)["result"]
+            tools += len(result.get("tools", []))
+            cursor = result.get("nextCursor")
+            request_id += 1
+            if not cursor:
+                return tools
+    finally:
+        process.stdin.close()
+        process.terminate()  # done with it: no need to wait for its own shutdown
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def raw_floor(config: Path, env: dict[str, str]) -> int:
+    """Every server of the config at once, one thread each (as measure runs them): total tools."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    entries = list(json.loads(config.read_text())["mcpServers"].values())
+    with ThreadPoolExecutor(max_workers=len(entries)) as pool:
+        return sum(pool.map(lambda entry: raw_session(entry, env), entries))
+
+
+def compare_with_lint(ours_doc: dict, lint_doc: dict, names: list[str]) -> None:
+    assert lint_doc["tokenizer"] == "cl100k_base", lint_doc["tokenizer"]
     ours = {s["name"]: s for s in ours_doc["stacks"][0]["servers"]}
     theirs = {s["server"]: s for s in lint_doc["servers"]}
     print(f"{'server':22s} {'tools':>5s} {'mcp-tax':>9s} {'lint':>9s} {'diff':>6s}  instructions")
-    for name in SERVERS:
+    for name in names:
         o, t = ours[name], theirs[name]
         diff = o["fixed_tax_tokens"] - t["tokens"]
         print(
@@ -130,22 +195,66 @@ def main() -> int:
         "the client sends them (one compact array, keys in the server's order, `inputSchema`), follows\n"
         "nextCursor over every page and counts instructions beside the tax."
     )
-    o_med, l_med = statistics.median(ours_times), statistics.median(lint_times)
-    print(
-        f"wall time over {args.rounds} rounds (median, min-max): mcp-tax measure {o_med:.2f} s "
-        f"({min(ours_times):.2f}-{max(ours_times):.2f}), mcp-token-lint check {l_med:.2f} s "
-        f"({min(lint_times):.2f}-{max(lint_times):.2f}); ratio {o_med / l_med:.2f}"
-    )
-    capture = ROOT / "tests" / "data" / "servers" / "notion@2.5.2.json"
-    for label, argv in (
-        ("mcp-tax tokens FILE", [sys.executable, "-m", "mcptax", "tokens", str(capture)]),
-        ("manage.py tokens FILE", [sys.executable, "manage.py", "tokens", str(capture)]),
-    ):
-        timed(argv, env)
-        times = [timed(argv, env)[0] for _ in range(args.rounds)]
-        print(
-            f"{label:22s} median {statistics.median(times):.3f} s (min {min(times):.3f}, max {max(times):.3f})"
+
+
+def main() -> int:
+    import benchlib
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--smoke", action="store_true", help="the example servers, no peer, one round")
+    args = parser.parse_args()
+    if args.smoke:
+        args.rounds = 1
+        config, names, lint = example_config(), ["lean", "sprawling"], None
+    else:
+        lint, config, names = install_lint(), write_config(), list(SERVERS)
+    # Bytecode is written as an installed package would have it (the first run warms it).
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env |= {"PYTHONPATH": str(ROOT), "TIKTOKEN_CACHE_DIR": str(tiktoken_cache())}
+    ours_argv = [sys.executable, "-m", "mcptax", "measure", str(config), "--json"]
+    docs: dict[str, dict] = {}
+
+    def run_json(name: str, argv: list[str]) -> None:
+        _elapsed, run = timed(argv, env)
+        assert run.returncode == 0, run.stdout + run.stderr
+        docs[name] = json.loads(run.stdout)
+
+    tools = raw_floor(config, env)  # warms the servers' caches and bytecode, like the others' first runs
+    subjects = {
+        "floor: raw JSON-RPC client": lambda: raw_floor(config, env),
+        "mcp-tax measure": lambda: run_json("ours", ours_argv),
+    }
+    if lint is not None:
+        subjects["mcp-token-lint check"] = lambda: run_json(
+            "lint", [str(lint), "check", str(config), "--json"]
         )
+    for subject in subjects.values():
+        subject()
+    runs = benchlib.paired(subjects, args.rounds)
+    measured = sum(s["tools"] for s in docs["ours"]["stacks"][0]["servers"])
+    assert measured == tools, (measured, tools)
+    if lint is not None:
+        compare_with_lint(docs["ours"], docs["lint"], names)
+    benchlib.report(
+        f"measure of {len(names)} stdio servers, {tools} tools", runs, "floor: raw JSON-RPC client"
+    )
+    if lint is not None:
+        wall, cpu = benchlib.ratios(runs, "mcp-tax measure", "mcp-token-lint check")
+        print(f"mcp-tax measure / mcp-token-lint check: wall {wall:.2f}, CPU {cpu:.2f}")
+    capture = ROOT / "tests" / "data" / "servers" / "notion@2.5.2.json"
+    runs = benchlib.paired(
+        {
+            "mcp-tax tokens FILE": lambda: timed(
+                [sys.executable, "-m", "mcptax", "tokens", str(capture)], env
+            ),
+            "manage.py tokens FILE": lambda: timed(
+                [sys.executable, "manage.py", "tokens", str(capture)], env
+            ),
+        },
+        args.rounds,
+    )
+    benchlib.report("token counts of one saved capture", runs, "mcp-tax tokens FILE")
     return 0
 
 
