@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import statistics
 import sys
@@ -27,9 +28,70 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 # The benchmark's servers listen on loopback, which the outbound policy refuses unless allowed.
 os.environ.setdefault("OUTBOUND_ALLOW_NETWORKS", "127.0.0.0/8")
+
+
+@functools.cache
+def _floor_tls() -> object:
+    # Built once: a client that loaded the CA bundle on every poll would flatter the product.
+    import httpx
+
+    return httpx.create_ssl_context()
+
+
+def bare_poll(url: str) -> int:
+    """The floor for one poll, in plain code: a bare httpx client sends initialize, the initialized
+    notification and tools/list (every page) as Streamable HTTP POSTs, reads each answer (JSON or
+    one SSE event), and ends the session. Returns the tool count."""
+    import json
+
+    import httpx
+
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+    def answer(response: httpx.Response) -> dict:
+        response.raise_for_status()
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+            return json.loads(data[-1])
+        return response.json()
+
+    with httpx.Client(timeout=30, verify=_floor_tls()) as client:
+        first = client.post(
+            url,
+            headers=headers,
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "floor", "version": "0"},
+                },
+            },
+        )
+        answer(first)
+        session = {**headers}
+        if "mcp-session-id" in first.headers:
+            session["Mcp-Session-Id"] = first.headers["mcp-session-id"]
+        session["MCP-Protocol-Version"] = "2025-06-18"
+        client.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        tools, cursor, request_id = 0, None, 2
+        while True:
+            params = {"cursor": cursor} if cursor else {}
+            body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": params}
+            result = answer(client.post(url, headers=session, json=body))["result"]
+            tools += len(result.get("tools", []))
+            cursor, request_id = result.get("nextCursor"), request_id + 1
+            if not cursor:
+                break
+        if "Mcp-Session-Id" in session:
+            client.delete(url, headers=session)
+        return tools
 
 
 def main() -> None:
@@ -38,7 +100,13 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=None)
     parser.add_argument("--corpus", action="store_true", help="replay the real-server captures")
+    parser.add_argument(
+        "--rounds", type=int, default=5, help="paired rounds of unchanged cycles vs the floor"
+    )
+    parser.add_argument("--smoke", action="store_true", help="4 servers, 2 processes, 1 round")
     args = parser.parse_args()
+    if args.smoke:
+        args.servers, args.processes, args.rounds = 4, 2, 1
     captures = sorted((ROOT / "tests" / "data" / "servers").glob("*.json")) if args.corpus else []
     args.processes = args.processes or (len(captures) if args.corpus else 20)
 
@@ -105,6 +173,53 @@ def main() -> None:
 
         cycle("cycle 1 (all new)")
         cycle("cycle 2 (all unchanged)")
+
+        import benchlib
+
+        def bare_cycle() -> None:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                counts = list(pool.map(bare_poll, [s.url for s in servers]))
+            assert all(counts), counts
+
+        def client_cycle() -> None:
+            # The product's MCP client alone (what a poll spends before any bookkeeping).
+            def fetch(server: McpServer) -> None:
+                result = fetch_tools_sync(
+                    target_for(server),
+                    connect_timeout=30,
+                    total_timeout=60,
+                    max_bytes=settings.POLL_MAX_BYTES,
+                    outbound=outbound.policy(),
+                )
+                assert result.tools, result
+
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                list(pool.map(fetch, servers))
+
+        def poll_cycle() -> None:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                results = list(pool.map(poll, [s.pk for s in servers]))
+            assert not any(r.changed for r in results), "an unchanged cycle stored a snapshot"
+
+        floor = "floor: bare httpx client"
+        runs = benchlib.paired(
+            {
+                floor: bare_cycle,
+                "product MCP client": client_cycle,
+                "unchanged poll (client + bookkeeping)": poll_cycle,
+            },
+            args.rounds,
+        )
+        benchlib.report(
+            f"unchanged cycles of {args.servers} servers at concurrency {concurrency}", runs, floor
+        )
+        cycle_s = statistics.median(runs["unchanged poll (client + bookkeeping)"].wall)
+        wall, cpu = benchlib.ratios(runs, "unchanged poll (client + bookkeeping)", floor)
+        benchlib.target("unchanged poll / bare client, wall", wall, "<=", 1.2)
+        benchlib.target("unchanged poll / bare client, CPU", cpu, "<=", 1.2)
+        benchlib.target(
+            f"unchanged cycle, polls/s at concurrency {concurrency}", args.servers / cycle_s, ">=", 40
+        )
         snapshots = Snapshot.objects.filter(server__team=team)
         print(f"snapshots stored: {snapshots.count()}")
         if captures:
