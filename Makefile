@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast install lint format clean
+.PHONY: run test test-fast install lint format clean bench-smoke
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	env -u DATABASE_URL -u REDIS_URL VAR_DIR="$(CURDIR)/var/test-fast" \
 		$(BIN)/python -m pytest -m "not services and not browser and not slow" -q $(ARGS)
+
+# Every scripts/bench_*.py at a tiny size (about a minute or two): proves none has rotted. CI runs it.
+bench-smoke: $(STAMP)
+	bash scripts/bench_smoke.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

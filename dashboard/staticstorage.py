@@ -3,7 +3,7 @@
 Production (`DEBUG=false`) is strict, as WhiteNoise's storage is: `collectstatic` must have run
 (the Dockerfile does), and a name missing from the manifest is an error. In development the same
 storage is used once `collectstatic` has run (`make run` runs it), so the embedded run serves the
-4.8 MB plotly.js compressed and immutable too; a file not collected yet, or edited since, is served
+plotly.js compressed and immutable too; a file not collected yet, or edited since, is served
 under its plain name from the source tree (WhiteNoise's finders), so editing a stylesheet never
 needs a collectstatic to show.
 """
@@ -23,6 +23,13 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
         super().__init__(*args, **kwargs)
         manifest = os.path.join(self.location, self.manifest_name) if self.location else ""
         self._manifest_mtime = os.path.getmtime(manifest) if manifest and os.path.exists(manifest) else None
+
+    def url(self, name: str | None, force: bool = False) -> str:
+        # Django answers plain names whenever DEBUG is on (`make run`); a collected, current file
+        # goes out under its hashed name anyway, so WhiteNoise serves it compressed and immutable.
+        if self.development and name and self._collected_and_current(name):
+            force = True
+        return str(super().url(name, force=force))
 
     def stored_name(self, name: str) -> str:
         if self.development and not self._collected_and_current(name):

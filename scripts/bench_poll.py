@@ -103,10 +103,10 @@ def main() -> None:
     parser.add_argument(
         "--rounds", type=int, default=5, help="paired rounds of unchanged cycles vs the floor"
     )
-    parser.add_argument("--smoke", action="store_true", help="4 servers, 2 processes, 1 round")
+    parser.add_argument("--smoke", action="store_true", help="2 servers, 1 process, 1 round")
     args = parser.parse_args()
     if args.smoke:
-        args.servers, args.processes, args.rounds = 4, 2, 1
+        args.servers, args.processes, args.rounds = 2, 1, 1
     captures = sorted((ROOT / "tests" / "data" / "servers").glob("*.json")) if args.corpus else []
     args.processes = args.processes or (len(captures) if args.corpus else 20)
 

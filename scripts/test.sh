@@ -56,4 +56,10 @@ if [ "$CI" = "true" ] || services_up; then
 else
   echo "== leg 2 skipped: PostgreSQL/Redis not reachable (set CI=true to make this a failure)"
 fi
+# Every benchmark script at a tiny size, so none can rot (their targets are judged in full runs).
+if [ "$CI" = "true" ] || services_up; then
+  echo "== benchmarks at a tiny size (make bench-smoke)"
+  BENCH_POSTGRES_URL="${PG_URL%/*}/mcptax_bench_smoke" BENCH_REDIS_URL="${REDIS%/*}/11" \
+    bash scripts/bench_smoke.sh || status=$?
+fi
 exit $status

@@ -68,3 +68,18 @@ def test_development_serves_uncollected_or_edited_files_under_their_plain_names(
     os.utime(sheet, (later, later))  # edited after the collect
     settings.STATIC_ROOT = str(tmp_path / "static")
     assert staticfiles_storage.url("css/dev-only.css") == "/static/css/dev-only.css"
+
+
+def test_the_embedded_run_with_debug_on_serves_collected_files_hashed_and_gzipped(settings, tmp_path):
+    # `make run` runs with DEBUG on, where Django's own url() always answers plain names; a
+    # collected, current file must still go out under its hashed, compressed, immutable name.
+    settings.DEBUG = True
+    _storage(settings, tmp_path / "static", development=True)
+    call_command("collectstatic", interactive=False, verbosity=0)
+    settings.STATIC_ROOT = str(tmp_path / "static")  # a fresh storage reads the new manifest
+    url = staticfiles_storage.url("vendor/plotly.min.js")
+    assert re.fullmatch(r"/static/vendor/plotly\.min\.[0-9a-f]{12}\.js", url)
+    response = Client().get(url, HTTP_ACCEPT_ENCODING="gzip")
+    assert response.status_code == 200
+    assert response["Content-Encoding"] == "gzip"
+    assert response["Cache-Control"] == "max-age=315360000, public, immutable"
