@@ -34,7 +34,7 @@ import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 import json5
@@ -63,6 +63,9 @@ _LIBRECHAT_KEYS = {"endpoints", "registration", "interface", "fileConfig", "mode
 # Goose extension types that run inside Goose itself: no MCP server process or URL to poll.
 _GOOSE_INPROCESS = {"builtin", "platform", "frontend", "inline_python"}
 _YAML_SUFFIXES = (".yaml", ".yml")
+# The files of a block-file folder that are read (a README or a backup beside them is not).
+FOLDER_SUFFIXES = (".yaml", ".yml", ".json", ".jsonc")
+
 
 class ConfigError(ValueError):
     """The file is not a client config this module understands; the message says why."""
@@ -197,6 +200,19 @@ def parse_config_files(files: list[tuple[str, str]]) -> list[StackSpec]:
     return [stack]
 
 
+def read_config_path(path: Path) -> list[StackSpec]:
+    """A config file's stacks, or a folder of one-server block files (Continue's
+    `.continue/mcpServers/`) read as one stack. OSError and UnicodeDecodeError pass through."""
+    if path.is_dir():
+        files = [
+            (str(p), p.read_text(encoding="utf-8"))
+            for p in sorted(path.iterdir())
+            if p.is_file() and p.name.lower().endswith(FOLDER_SUFFIXES)
+        ]
+        return parse_config_files(files)
+    return parse_config_text(path.read_text(encoding="utf-8"), str(path))
+
+
 def parse_config(data: Any, *, client: str | None = None) -> list[StackSpec]:
     """Every stack of a parsed config file. Raises ConfigError naming the shapes it knows.
 
@@ -245,7 +261,8 @@ def _mcp_key_stacks(mcp: dict[str, Any], client: str | None) -> list[StackSpec]:
     nested = mcp.get("servers")
     entries = nested if isinstance(nested, dict) else mcp
     opencode = client == "opencode" or any(
-        isinstance(e, dict) and str(e.get("type", "")).lower() in ("local", "remote") for e in entries.values()
+        isinstance(e, dict) and str(e.get("type", "")).lower() in ("local", "remote")
+        for e in entries.values()
     )
     if opencode:
         return [_stack("opencode", entries, _opencode_entry)]
@@ -383,7 +400,9 @@ def _json_entry(name: str, entry: dict[str, Any], bare_url: str = "http") -> Ser
     spec.headers = _str_map(name, "headers", entry.get("headers"))
     spec.disabled = spec.disabled or _disabled(entry)
     if entry.get("envFile"):
-        spec.notes.append(f"env file {entry['envFile']} is not read: its values stay on the developer's machine")
+        spec.notes.append(
+            f"env file {entry['envFile']} is not read: its values stay on the developer's machine"
+        )
     return spec
 
 
@@ -450,7 +469,9 @@ def _goose_entry(name: str, entry: dict[str, Any]) -> ServerSpec:
     for key in _str_list(name, "env_keys", entry.get("env_keys")):
         env.setdefault(key, "${" + key + "}")
     if kind == "stdio" or (not kind and "cmd" in entry):
-        spec = _stdio_entry(name, {"command": entry.get("cmd"), "args": entry.get("args"), "cwd": entry.get("cwd")}, "")
+        spec = _stdio_entry(
+            name, {"command": entry.get("cmd"), "args": entry.get("args"), "cwd": entry.get("cwd")}, ""
+        )
         spec.env = env if spec.command else {}
     elif kind in ("sse", "streamable_http", "streamablehttp", "http"):
         url = str(entry.get("uri") or entry.get("url") or "")
@@ -471,7 +492,10 @@ def _continue_stack(entries: list[Any]) -> StackSpec:
         name = entry.get("name") if isinstance(entry, dict) else None
         if isinstance(entry, dict) and entry.get("uses") and not name:
             stack.skipped.append(
-                SkippedEntry(str(entry["uses"]), "a Continue Hub block reference (uses:): its definition is not in the file")
+                SkippedEntry(
+                    str(entry["uses"]),
+                    "a Continue Hub block reference (uses:): its definition is not in the file",
+                )
             )
             continue
         if not isinstance(name, str) or not name.strip():
@@ -506,7 +530,9 @@ def _opencode_entry(name: str, entry: dict[str, Any]) -> ServerSpec:
             argv = [argv]
         argv = _str_list(name, "command", argv)
         if not argv or not argv[0].strip():
-            return ServerSpec(name, "stdio", disabled=True, disabled_reason="a placeholder with an empty command")
+            return ServerSpec(
+                name, "stdio", disabled=True, disabled_reason="a placeholder with an empty command"
+            )
         spec = ServerSpec(name, "stdio", command=argv[0], args=argv[1:])
         spec.env = _str_map(name, "environment", entry.get("environment"))
     else:

@@ -34,7 +34,12 @@ def test_goose_extensions_builtins_listed_as_not_pollable():
     assert stack.shape == "goose"
     assert servers(stack) == {
         "github": ("stdio", "npx", ["-y", "@modelcontextprotocol/server-github"], False),
-        "excel": ("stdio", "C:\\Users\\dev\\AppData\\Local\\Programs\\uv\\uvx.exe", ["excel-mcp-server", "stdio"], False),
+        "excel": (
+            "stdio",
+            "C:\\Users\\dev\\AppData\\Local\\Programs\\uv\\uvx.exe",
+            ["excel-mcp-server", "stdio"],
+            False,
+        ),
         "playwright": ("sse", "http://localhost:8931/sse", [], True),
         "context7": ("http", "https://mcp.context7.com/mcp", [], False),
     }
@@ -134,7 +139,9 @@ def test_amazon_q_placeholders_imported_disabled_and_the_six_others_kept():
         "confluence": "a placeholder with an empty command",
     }
     git = next(s for s in stack.servers if s.name == "git")
-    assert git.notes == ["env file ${workspaceFolder}/.env is not read: its values stay on the developer's machine"]
+    assert git.notes == [
+        "env file ${workspaceFolder}/.env is not read: its values stay on the developer's machine"
+    ]
     assert skipped(stack) == {"_comment": "a comment, not a server"}
 
 
