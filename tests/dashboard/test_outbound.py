@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from dashboard.alerts.forms import ChannelForm
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import AttemptStatus, Channel, ChannelKind
-from dashboard.servers.config_import import SHELL, ConfigError, import_config_text
+from dashboard.servers.config_import import SHELL, import_config_text
 from dashboard.servers.forms import ServerForm
 from dashboard.servers.models import McpServer, PollRun, Transport
 from dashboard.servers.polling import poll_server
