@@ -63,7 +63,7 @@ def _classify(record: dict[str, Any]) -> str | None:
     kind = record.get("type") if isinstance(record.get("type"), str) else None
     if kind in _CODEX_TYPES and "payload" in record:
         return "codex"
-    if kind in codex_exec.EVENT_TYPES:
+    if kind in codex_exec.EVENT_TYPES and kind != "error":  # a bare "error" says too little alone
         return "codex-exec"
     if "record_type" in record or (kind is None and "instructions" in record and "id" in record):
         return "codex"
