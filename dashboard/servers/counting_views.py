@@ -34,6 +34,7 @@ def update_counting(request: HttpRequest, team_slug: str) -> HttpResponse:
                 model=form.cleaned_data["anthropic_model"],
                 key=form.cleaned_data["anthropic_key"] or None,
                 remove_key=form.cleaned_data["remove_key"],
+                protocol_era=form.cleaned_data["protocol_era"],
                 by=request.user.get_username(),
             )
         except TeamError as exc:

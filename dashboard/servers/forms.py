@@ -132,7 +132,9 @@ class ImportConfigForm(forms.Form):
     config_file = forms.FileField(
         required=False,
         help_text="claude_desktop_config.json, .mcp.json, ~/.claude.json, .vscode/mcp.json, "
-        "mcp_config.json, settings.json (Gemini CLI, Zed), ~/.codex/config.toml …",
+        "mcp_config.json, settings.json (Gemini CLI, Zed), ~/.codex/config.toml, "
+        "~/.config/goose/config.yaml, librechat.yaml, ~/.continue/config.yaml (or one file of "
+        ".continue/mcpServers/), opencode.json(c), ~/.aws/amazonq/mcp.json …",
     )
     config_text = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 8}), label="…or paste it"
@@ -156,10 +158,11 @@ class ImportConfigForm(forms.Form):
             data["text"] = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise forms.ValidationError(f"Not UTF-8 text: {exc}") from None
-        # The file name tells JSON(C) from TOML; pasted Codex tables are TOML too.
+        # The file name tells JSON(C), YAML and TOML apart; pasted Codex tables are TOML too.
         if upload is not None:
             data["filename"] = upload.name
         else:
-            data["filename"] = "pasted.toml" if "[mcp_servers" in data["text"] else "pasted.json"
+            # Anything else is told apart by its content: JSON or JSONC, else YAML.
+            data["filename"] = "pasted.toml" if "[mcp_servers" in data["text"] else "pasted"
         data["source"] = upload.name if upload is not None else "pasted"
         return data

@@ -255,6 +255,10 @@ class Snapshot(models.Model):
     # Every profile (client rendering) in every tracked encoding:
     # {profile: {encoding: {"fixed_tax_tokens": N, "instructions_tokens": M, "bytes": B}}}.
     counts = models.JSONField(default=dict, blank=True)
+    # Every protocol revision the server answered in at its last poll, when it speaks more than one:
+    # {revision: {"sha256", "tool_count", "fixed_tax_tokens", "encoding", "asked": bool}}; the
+    # snapshot's own figures are those of the revision marked "asked" (the team's choice).
+    eras = models.JSONField(default=dict, blank=True)
     prompts_count = models.IntegerField(null=True, blank=True)
     resources_count = models.IntegerField(null=True, blank=True)
     findings = models.JSONField(default=list, blank=True)
@@ -272,6 +276,17 @@ class Snapshot(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server} {self.server_version or self.sha256[:8]} ({self.fixed_tax_tokens} tokens)"
+
+    def era_rows(self) -> list[dict[str, Any]]:
+        """The protocol revisions the server answered in, the one asked first, each with its fixed
+        tax and difference from it; empty when it answered in one revision or alike in each."""
+        eras = self.eras or {}
+        if len({e.get("sha256") for e in eras.values()}) < 2:
+            return []
+        rows = sorted(({"revision": r, **figure} for r, figure in eras.items()), key=lambda r: not r["asked"])
+        for row in rows:
+            row["difference"] = row["fixed_tax_tokens"] - rows[0]["fixed_tax_tokens"]
+        return rows
 
     @property
     def label(self) -> str:

@@ -20,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from dashboard import outbound
-from dashboard.servers import counting
+from dashboard.servers import counting, eras
 from dashboard.servers.hints import interpreter_hint
 from dashboard.servers.models import (
     TRANSIENT_OUTCOMES,
@@ -96,14 +96,19 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
         try:
             from mcptax.client.fetch import fetch_tools_sync  # the MCP SDK, only when polling
 
-            result = fetch_tools_sync(
-                target_for(server),
-                connect_timeout=settings.POLL_CONNECT_TIMEOUT,
-                total_timeout=settings.POLL_TOTAL_TIMEOUT,
-                max_bytes=settings.POLL_MAX_BYTES,
-                outbound=outbound.policy(),
-            )
+            def fetch(mode: str) -> FetchResult:
+                return fetch_tools_sync(
+                    target_for(server),
+                    connect_timeout=settings.POLL_CONNECT_TIMEOUT,
+                    total_timeout=settings.POLL_TOTAL_TIMEOUT,
+                    max_bytes=settings.POLL_MAX_BYTES,
+                    outbound=outbound.policy(),
+                    mode=mode,
+                )
+
+            result, other_era = eras.fetch_in_eras(server, fetch)
             snapshot, changed = record_snapshot(server, result)
+            eras.record_eras(snapshot, result, other_era)
         except PollError as exc:
             outcome, message = exc.outcome, exc.message
             if server.transport == Transport.STDIO:

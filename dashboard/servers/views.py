@@ -401,14 +401,20 @@ def _report_import(request: HtmxHttpRequest, imported: list[StackImport]) -> Non
         if result.refused:
             messages.error(request, f"Stack {result.name} left as it is: {result.refused}.")
             continue
-        summary = f"Stack {result.name}: {len(result.created)} servers added, {len(result.updated)} updated"
-        if result.disabled:
-            summary += f"; imported switched off as the file says: {', '.join(result.disabled)}"
+        counts = [f"{len(result.created)} servers added", f"{len(result.updated)} updated"]
+        counts.append(f"{len(result.unchanged)} unchanged")
+        summary = f"Stack {result.name}: " + ", ".join(counts)
+        conflicts = [f"{e.name}: {e.label()}" for e in result.entries if e.outcome == "conflict"]
+        if conflicts:
+            summary += "; same name, another definition: " + "; ".join(conflicts)
+        off = [f"{e.server} ({e.reason})" for e in result.entries if e.disabled and e.outcome != "skipped"]
+        if off:
+            summary += f"; imported switched off: {', '.join(off)}"
         messages.success(request, summary + ".")
         if result.skipped:
             messages.warning(
                 request,
-                f"Stack {result.name}: left as they are: "
+                f"Stack {result.name}: skipped: "
                 + "; ".join(f"{name} ({reason})" for name, reason in result.skipped.items())
                 + ".",
             )

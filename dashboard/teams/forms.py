@@ -6,7 +6,7 @@ from django import forms
 from django.contrib.auth.forms import UserCreationForm
 from django.contrib.auth.models import User
 
-from dashboard.teams.models import Membership
+from dashboard.teams.models import PROTOCOL_ERAS, Membership
 from dashboard.teams.validators import validate_name
 from mcptax import tokens
 
@@ -72,6 +72,14 @@ class CountingForm(forms.Form):
     )
     context_window = forms.IntegerField(
         min_value=1000, max_value=10_000_000, help_text="tokens; the fixed tax is shown as a share of it"
+    )
+    protocol_era = forms.ChoiceField(
+        choices=PROTOCOL_ERAS,
+        initial="handshake",
+        required=False,
+        label="Figures follow the protocol revision",
+        help_text="when a server lists its tools differently in the 2025 and 2026-07-28 revisions; "
+        "the other revision's figure is shown beside it",
     )
     anthropic_model = forms.CharField(
         max_length=100,

@@ -27,6 +27,12 @@ class TeamQuerySet(models.QuerySet["Team"]):
         return self.filter(memberships__user=user)
 
 
+PROTOCOL_ERAS = [
+    ("handshake", "2025 revisions (initialize handshake), which today's clients speak"),
+    ("modern", "2026-07-28 revision (server/discover)"),
+]
+
+
 class Team(models.Model):
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
     name = NameField(max_length=100)
@@ -43,6 +49,15 @@ class Team(models.Model):
     provider_keys = EncryptedJSONField(blank=True, default=dict)
     anthropic_model = models.CharField(
         max_length=100, blank=True, default="claude-sonnet-4-5", help_text="Model the provider counts for."
+    )
+    # Which protocol revision the team's figures follow when a server lists its tools differently in
+    # each: the handshake era (the 2025 revisions, which the clients teams run speak today) or
+    # the 2026-07-28 revision. The other era's figure is kept beside each snapshot (Snapshot.eras).
+    protocol_era = models.CharField(
+        max_length=20,
+        choices=PROTOCOL_ERAS,
+        default="handshake",
+        help_text="The protocol revision the team's figures follow when a server's tools differ by revision.",
     )
     created = models.DateTimeField(default=timezone.now)
 

@@ -191,6 +191,7 @@ def set_counting(
     model: str | None = None,
     key: str | None = None,
     remove_key: bool = False,
+    protocol_era: str | None = None,
     by: str = "",
 ) -> Team:
     """Change what `team`'s figures are counted in (`encodings`, main first) and its provider key:
@@ -206,6 +207,8 @@ def set_counting(
         team.context_window = context_window
     if model:
         team.anthropic_model = model
+    if protocol_era:
+        team.protocol_era = protocol_era
     if remove_key:
         team.provider_keys = {k: v for k, v in (team.provider_keys or {}).items() if k != "anthropic"}
     elif key:

@@ -57,7 +57,18 @@ def candidates(
         Found("Zed", "project", cwd / ".zed" / "settings.json"),
         Found("VS Code", "project", cwd / ".vscode" / "mcp.json"),
         Found("Roo Code", "project", cwd / ".roo" / "mcp.json"),
+        # Goose keeps its extensions in config.yaml (on Windows under %APPDATA%\Block\goose\config).
+        Found("Goose", "user", _goose_dir(home, app, platform) / "config.yaml"),
+        Found("LibreChat", "project", cwd / "librechat.yaml"),
+        # Continue: the user's config.yaml, and a workspace's folder of one-server block files.
+        Found("Continue", "user", home / ".continue" / "config.yaml"),
+        Found("Continue", "project", cwd / ".continue" / "mcpServers"),
+        Found("Amazon Q", "user", home / ".aws" / "amazonq" / "mcp.json"),
+        Found("Amazon Q", "project", cwd / ".amazonq" / "mcp.json"),
     ]
+    opencode_user = Path(environ.get("XDG_CONFIG_HOME") or home / ".config") / "opencode"
+    for folder, scope in ((opencode_user, "user"), (cwd, "project"), (cwd / ".opencode", "project")):
+        out += [Found("opencode", scope, folder / name) for name in ("opencode.json", "opencode.jsonc")]
     for product, label in (("Code", "VS Code"), ("Code - Insiders", "VS Code Insiders")):
         user = app / product / "User"
         out += [
@@ -77,13 +88,21 @@ def candidates(
     return out
 
 
+def _goose_dir(home: Path, app: Path, platform: str) -> Path:
+    if platform.startswith("win"):
+        return app / "Block" / "goose" / "config"
+    return home / ".config" / "goose"
+
+
 def discover(home: Path | None = None, cwd: Path | None = None) -> list[Found]:
-    """The client config files that exist here (the same file once, under its first client)."""
+    """The client config files (and block-file folders) that exist here, the same one once, under
+    its first client."""
     seen: set[Path] = set()
     found = []
     for entry in candidates(home or Path.home(), cwd or Path.cwd()):
         resolved = entry.path.resolve()
-        if entry.path.is_file() and resolved not in seen:
+        folder = entry.path.name == "mcpServers" and entry.path.is_dir()
+        if (entry.path.is_file() or folder) and resolved not in seen:
             seen.add(resolved)
             found.append(entry)
     return found

@@ -16,14 +16,30 @@ from typing import Any
 from mcptax import tokens
 from mcptax.cli.placeholders import Unresolved, environment, resolve_all
 from mcptax.client.target import PollError, ServerTarget
-from mcptax.clientconfig import ConfigError, ServerSpec, parse_config_text
+from mcptax.clientconfig import ConfigError, ServerSpec, StackSpec, read_config_path
 
 OK, FAILED, NOT_MEASURABLE, DISABLED = "ok", "failed", "not_measurable", "disabled"
+# An entry of the config that is no server to start (a Goose builtin, a malformed entry): listed
+# with the reason, never counted as a failure to measure.
+SKIPPED = "skipped"
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 DEFAULT_CONTEXT_WINDOW = 200_000
 # Folders a client keeps a project's config in: the project is the folder that holds them.
-_CONFIG_DIRS = {".vscode", ".cursor", ".gemini", ".kiro", ".roo", ".codex", ".zed", "settings"}
+_CONFIG_DIRS = {
+    ".vscode",
+    ".cursor",
+    ".gemini",
+    ".kiro",
+    ".roo",
+    ".codex",
+    ".zed",
+    "settings",
+    ".continue",
+    "mcpServers",
+    ".amazonq",
+    ".opencode",
+}
 
 
 @dataclass
@@ -104,18 +120,20 @@ def target_for(spec: ServerSpec, env: dict[str, str], workspace: Path | None) ->
     )
 
 
-def _rows(specs: list[ServerSpec], env: dict[str, str], workspace: Path | None) -> list[ServerRow]:
+def _rows(stack: StackSpec, env: dict[str, str], workspace: Path | None) -> list[ServerRow]:
     rows = []
-    for spec in specs:
+    for spec in stack.servers:
         row = ServerRow(spec.name, spec.transport)
         if spec.disabled:
-            row.status, row.reason = DISABLED, "disabled in the config; not started"
+            row.status = DISABLED
+            row.reason = (spec.disabled_reason or "disabled in the config") + "; not started"
         else:
             try:
                 row.target = target_for(spec, env, workspace)
             except Unresolved as exc:
                 row.status, row.reason = NOT_MEASURABLE, str(exc)
         rows.append(row)
+    rows += [ServerRow(s.name, "-", status=SKIPPED, reason=s.reason) for s in stack.skipped]
     return rows
 
 
@@ -123,7 +141,7 @@ def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool 
     """The stacks of a config file; an unreadable file is one stack carrying the error."""
     source = str(path)
     try:
-        parsed = parse_config_text(path.read_text(encoding="utf-8"), source)
+        parsed = read_config_path(path)
     except (OSError, UnicodeDecodeError) as exc:
         return [StackRow(source, client, source, error=f"cannot read {source}: {exc}")]
     except ConfigError as exc:
@@ -135,9 +153,10 @@ def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool 
     for stack in parsed:
         if skip_empty and not stack.servers:
             continue
-        workspace = Path(stack.scope) if stack.scope else project_dir(path.resolve())
+        folder = path.resolve() / "_" if path.is_dir() else path.resolve()
+        workspace = Path(stack.scope) if stack.scope else project_dir(folder)
         name = f"project {stack.scope}" if stack.scope else source
-        stacks.append(StackRow(source, client, name, _rows(stack.servers, env, workspace)))
+        stacks.append(StackRow(source, client, name, _rows(stack, env, workspace)))
     return stacks
 
 

@@ -7,8 +7,9 @@ clients resolve it, and a server whose placeholder cannot be resolved is not mea
 - `${VAR}`, `${env:VAR}` (VS Code, Cursor), `${VAR:-default}` (Claude Code): the environment;
 - `${workspaceFolder}` (VS Code, Cursor): the project the config belongs to;
 - `${userHome}`: the home directory;
-- anything else (`${input:...}` that VS Code prompts for, `${command:...}`) cannot be resolved
-  outside the client.
+- `{env:VAR}` (opencode): the environment;
+- anything else (`${input:...}` that VS Code prompts for, `${command:...}`, Continue's
+  `${{ secrets.X }}`, opencode's `{file:...}`) cannot be resolved outside the client.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 _PLACEHOLDER = re.compile(r"\$\{([^}]+)\}")
+_OPENCODE_ENV = re.compile(r"(?<!\$)\{env:([^}]+)\}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
@@ -52,7 +54,13 @@ def resolve(text: str, env: Mapping[str, str], workspace: Path | None) -> str:
             return default
         raise Unresolved(f"${{{inner}}}: environment variable {name} is not set")
 
-    return _PLACEHOLDER.sub(fill, text)
+    def fill_opencode(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in env:
+            raise Unresolved(f"{{env:{name}}}: environment variable {name} is not set")
+        return env[name]
+
+    return _OPENCODE_ENV.sub(fill_opencode, _PLACEHOLDER.sub(fill, text))
 
 
 def resolve_all(value: Any, env: Mapping[str, str], workspace: Path | None) -> Any:

@@ -54,7 +54,7 @@ def _row_cells(row: ServerRow, window: int) -> list[str]:
 
 def _total_cells(stack: StackRow, window: int) -> list[str]:
     measured = len(stack.measured())
-    counted = len([s for s in stack.servers if s.status != "disabled"])
+    counted = len([s for s in stack.servers if s.status not in ("disabled", "skipped")])
     label = "total" if measured == counted else f"total ({measured} of {counted} measured)"
     fixed, instructions = stack.fixed_tax_tokens(), stack.instructions_tokens()
     return [

@@ -69,6 +69,7 @@ async def fetch_tools(
     outbound: OutboundPolicy = PUBLIC_ONLY,
     process: anyio.abc.Process | None = None,
     stdin_grace: float | None = None,
+    mode: str = "auto",
 ) -> FetchResult:
     """Connect, negotiate, fetch every ``tools/list`` page, and disconnect.
 
@@ -83,6 +84,10 @@ async def fetch_tools(
     ``process``; it is stopped and reaped here like one started here. ``stdin_grace`` is how long
     a stdio server may take to exit on its own once its stdin closes (default 0.5 s) before it is
     sent SIGTERM: a one-shot measurement, which only wants the server gone, passes 0.
+
+    ``mode`` is the SDK's: ``auto`` probes the 2026-07-28 revision first and falls back to the
+    ``initialize`` handshake; ``legacy`` asks in the handshake era only (what a client of the 2025
+    revisions receives).
 
     Raises ``PollError`` with one of the outcomes in ``OUTCOMES``.
     """
@@ -109,7 +114,7 @@ async def fetch_tools(
     scope = anyio.CancelScope(deadline=started + min(connect_timeout, total_timeout))
     try:
         with scope:
-            async with Client(TappedTransport(inner, capture), cache=None) as client:
+            async with Client(TappedTransport(inner, capture), cache=None, mode=mode) as client:
                 phase = "tools/list"
                 # One scope for the whole exchange: the connect budget is spent, the rest of the
                 # total budget now applies.
@@ -194,6 +199,7 @@ def fetch_tools_sync(
     max_bytes: int,
     include_prompts_resources: bool = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
+    mode: str = "auto",
 ) -> FetchResult:
     """``fetch_tools`` for synchronous callers (Celery tasks, management commands)."""
     call = functools.partial(
@@ -204,6 +210,7 @@ def fetch_tools_sync(
         max_bytes=max_bytes,
         include_prompts_resources=include_prompts_resources,
         outbound=outbound,
+        mode=mode,
     )
     try:
         asyncio.get_running_loop()

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from mcptax.formats import claude_code, codex, envelope, har
+from mcptax.formats import claude_code, cline, codex, codex_exec, envelope, har
 from mcptax.formats.assemble import CallAssembler, Output, assemble
 from mcptax.formats.records import (
     DEFAULT_MAX_LINE_BYTES,
@@ -31,7 +31,7 @@ from mcptax.formats.records import (
 )
 from mcptax.formats.tally import Tally
 
-FORMATS: tuple[str, ...] = ("envelope", "har", "claude-code", "codex")
+FORMATS: tuple[str, ...] = ("envelope", "har", "claude-code", "codex", "codex-exec", "cline")
 DETECT_BYTES = 64 * 1024
 
 PARSERS: dict[str, Callable[..., Iterator[LineEvent]]] = {
@@ -39,11 +39,18 @@ PARSERS: dict[str, Callable[..., Iterator[LineEvent]]] = {
     "har": har.parse,
     "claude-code": claude_code.parse,
     "codex": codex.parse,
+    "codex-exec": codex_exec.parse,
+    "cline": cline.parse,
 }
 
 _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
 _CLAUDE_TYPES = frozenset({"user", "assistant", "summary", "system", "file-history-snapshot"})
 _HAR_START = re.compile(rb'^\s*\{\s*"log"\s*:')
+# A Cline / Roo Code task history: one JSON array of chat messages (ui_messages.json: ``ts`` and
+# ``type`` ask|say) or of model messages (api_conversation_history.json: ``role``).
+_CLINE_START = re.compile(
+    rb'^\s*\[\s*\{\s*"(?:ts"\s*:\s*\d|type"\s*:\s*"(?:say|ask)"|role"\s*:\s*"(?:user|assistant)")'
+)
 
 
 class UnknownFormatError(ValueError):
@@ -56,6 +63,8 @@ def _classify(record: dict[str, Any]) -> str | None:
     kind = record.get("type") if isinstance(record.get("type"), str) else None
     if kind in _CODEX_TYPES and "payload" in record:
         return "codex"
+    if kind in codex_exec.EVENT_TYPES and kind != "error":  # a bare "error" says too little alone
+        return "codex-exec"
     if "record_type" in record or (kind is None and "instructions" in record and "id" in record):
         return "codex"
     if "sessionId" in record or "parentUuid" in record or (kind in _CLAUDE_TYPES and "payload" not in record):
@@ -66,7 +75,8 @@ def _classify(record: dict[str, Any]) -> str | None:
 
 
 def detect_format(first_bytes: bytes) -> str:
-    """``envelope`` | ``har`` | ``claude-code`` | ``codex`` from the start of a file.
+    """``envelope`` | ``har`` | ``claude-code`` | ``codex`` | ``codex-exec`` | ``cline`` from the
+    start of a file.
 
     Looks at the first JSON lines (a HAR may be pretty-printed over many lines, and a transcript
     may open with bookkeeping lines). Raises UnknownFormatError saying what was seen otherwise.
@@ -74,6 +84,8 @@ def detect_format(first_bytes: bytes) -> str:
     data = first_bytes.removeprefix(b"\xef\xbb\xbf")
     if _HAR_START.match(data):
         return "har"
+    if _CLINE_START.match(data):
+        return "cline"
     seen: list[str] = []
     for line in data.splitlines()[:50]:
         if not line.strip():
@@ -92,14 +104,18 @@ def detect_format(first_bytes: bytes) -> str:
     detail = "; ".join(dict.fromkeys(seen)) if seen else "no data"
     raise UnknownFormatError(
         f"cannot tell the log format ({detail}); expected one of {', '.join(FORMATS)} "
-        "(envelope JSONL, HAR 1.2, Claude Code session JSONL, Codex CLI rollout JSONL)"
+        "(envelope JSONL, HAR 1.2, Claude Code session JSONL, Codex CLI rollout JSONL, codex exec --json "
+        "events, Cline / Roo Code task history JSON)"
     )
 
 
 # Formats read line by line, each line on its own or with a small state carried over (``state``):
 # a tailed file of these is read on from a byte offset, and a large one may be split in ranges.
-LINE_FORMATS = frozenset({"envelope", "claude-code", "codex"})
-_STATEFUL_PARSERS = frozenset({"claude-code", "codex"})
+LINE_FORMATS = frozenset({"envelope", "claude-code", "codex", "codex-exec"})
+# Formats that are one JSON document whose "lines" are its entries (HAR entries, the elements of a
+# Cline / Roo Code history): read as a stream of blocks whatever its line breaks, counted in entries.
+DOCUMENT_FORMATS = frozenset({"har", "cline"})
+_STATEFUL_PARSERS = frozenset({"claude-code", "codex", "codex-exec"})
 
 
 def parse(
@@ -138,6 +154,7 @@ def read_calls(
 
 __all__ = [
     "DETECT_BYTES",
+    "DOCUMENT_FORMATS",
     "FORMATS",
     "LINE_FORMATS",
     "PARSERS",

@@ -48,6 +48,8 @@ from mcptax.formats.records import (
     DUPLICATE,
     FRAME,
     IGNORED,
+    RAW_ARGUMENT_FORMATS,
+    SESSION_TURN_FORMATS,
     TRANSCRIPT_FORMATS,
     AgentInfo,
     Frame,
@@ -172,7 +174,7 @@ class CallAssembler:
             self._response(frame, line_no, out)
         elif frame.kind == "usage":
             self._usage(frame, out)
-            self._note(line_no, "token_count" if self.format == "codex" else "not_a_tool_call")
+            self._note(line_no, "token_count" if self.format in SESSION_TURN_FORMATS else "not_a_tool_call")
         elif frame.kind == "notification":
             self._note(line_no, "notification")
         else:
@@ -279,7 +281,7 @@ class CallAssembler:
     # -- transcript turns ----------------------------------------------------------------------
 
     def _turn_key(self, frame: Frame) -> tuple[str, str] | None:
-        if self.format == "codex":
+        if self.format in SESSION_TURN_FORMATS:
             return (frame.session_key, "codex")  # one open turn per session until its token_count
         if frame.turn_id is None:
             return None
@@ -316,12 +318,12 @@ class CallAssembler:
         if key is None:
             return
         turn = self._turns.setdefault(key, Turn(key))
-        if self.format == "codex" or turn.output_tokens is None:
+        if self.format in SESSION_TURN_FORMATS or turn.output_tokens is None:
             turn.output_tokens = frame.output_tokens
         elif frame.output_tokens is not None:
             # Claude Code copies of one message: some carry the streaming-start figure.
             turn.output_tokens = max(turn.output_tokens, frame.output_tokens)
-        if self.format == "codex":
+        if self.format in SESSION_TURN_FORMATS:
             self._close_turn(turn, out)
 
     def _close_turn(self, turn: Turn, out: list[Output]) -> None:
@@ -378,7 +380,7 @@ class CallAssembler:
         params = (request.message or {}).get("params") or {}
         arguments = params.get("arguments") or {}
         meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else None
-        if self.format == "codex" and request.arguments_raw is not None:
+        if self.format in RAW_ARGUMENT_FORMATS and request.arguments_raw is not None:
             argument_bytes = utf8(request.arguments_raw)
             arguments_raw: str | None = request.arguments_raw
         else:

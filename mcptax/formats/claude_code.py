@@ -39,6 +39,7 @@ from mcptax.formats.records import (
     quarantine,
     read_json_object,
     str_or_none,
+    tools_call,
 )
 
 FORMAT = "claude-code"
@@ -126,12 +127,7 @@ def parse(
                 split = split_tool_name(name)
                 method = "tools/call" if split else BUILTIN_TOOL_METHOD
                 server, tool = split if split else ("", name)
-                request = {
-                    "jsonrpc": "2.0",
-                    "id": call_id,
-                    "method": method,
-                    "params": {"name": tool, "arguments": arguments},
-                }
+                request = tools_call(call_id, tool, arguments, method)
                 frames.append(
                     Frame(
                         kind="request",

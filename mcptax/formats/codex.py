@@ -48,6 +48,7 @@ from mcptax.formats.records import (
     quarantine,
     read_json_object,
     str_or_none,
+    tools_call,
 )
 
 FORMAT = "codex"
@@ -198,12 +199,7 @@ def _end_frames(
     arguments = {} if arguments is None else arguments
     if server is None or tool is None or not isinstance(arguments, dict):
         return None
-    request = {
-        "jsonrpc": "2.0",
-        "id": call_id,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
+    request = tools_call(call_id, tool, arguments)
     started = {**common, "ts": _started(ts, duration) or common["ts"]}
     frames.insert(
         0,
@@ -317,12 +313,7 @@ def parse(
             arguments = {"action": payload.get("action")}
         split = _mcp_name(payload, name) if item_type == "function_call" else None
         server, tool = split if split else ("", name)
-        request = {
-            "jsonrpc": "2.0",
-            "id": call_id,
-            "method": "tools/call" if split else BUILTIN_TOOL_METHOD,
-            "params": {"name": tool, "arguments": arguments},
-        }
+        request = tools_call(call_id, tool, arguments, "tools/call" if split else BUILTIN_TOOL_METHOD)
         frame = Frame(
             kind="request",
             message=request,

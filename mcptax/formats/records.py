@@ -34,7 +34,12 @@ DUPLICATE: Final = "duplicate"
 CALL: Final = "call"
 
 PROXY_FORMATS = frozenset({"envelope", "har"})
-TRANSCRIPT_FORMATS = frozenset({"claude-code", "codex"})
+TRANSCRIPT_FORMATS = frozenset({"claude-code", "codex", "codex-exec", "cline"})
+# Transcripts whose turns are one per session at a time, closed by a usage record (Codex's
+# ``token_count``, ``codex exec``'s ``turn.completed``).
+SESSION_TURN_FORMATS = frozenset({"codex", "codex-exec"})
+# Transcripts that keep a call's arguments as the raw text the model wrote (hashed as written).
+RAW_ARGUMENT_FORMATS = frozenset({"codex", "cline"})
 
 # A synthetic JSON-RPC method for tool calls an agent makes to its own built-in tools (Bash,
 # shell, apply_patch ...): they are requests the assembler must recognize (so their results are
@@ -330,6 +335,16 @@ def frames_event(line: RawLine, frames: list[Frame], notes: tuple[str, ...] = ()
     return LineEvent(
         line.line_no, FRAME, None, frames=frames, offset=line.offset, length=line.length, notes=notes
     )
+
+
+def tools_call(call_id: Any, tool: str, arguments: Any, method: str = "tools/call") -> dict[str, Any]:
+    """The JSON-RPC request a transcript's tool call stands for (what a proxy would have seen)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": call_id,
+        "method": method,
+        "params": {"name": tool, "arguments": arguments},
+    }
 
 
 def str_or_none(value: Any) -> str | None:

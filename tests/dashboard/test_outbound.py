@@ -13,7 +13,7 @@ from django.core.management import CommandError, call_command
 from dashboard.alerts.forms import ChannelForm
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import AttemptStatus, Channel, ChannelKind
-from dashboard.servers.config_import import SHELL, ConfigError, import_config_text
+from dashboard.servers.config_import import SHELL, import_config_text
 from dashboard.servers.forms import ServerForm
 from dashboard.servers.models import McpServer, PollRun, Transport
 from dashboard.servers.polling import poll_server
@@ -135,16 +135,22 @@ def test_an_allowed_network_passes_the_save_time_check(team, strict):
     ).is_valid()
 
 
-def test_an_import_with_an_inward_http_server_imports_nothing(team, strict):
+def test_an_import_with_an_inward_http_server_imports_it_switched_off_and_the_rest_as_usual(team, strict):
     config = {
         "mcpServers": {
             "docs": {"url": "https://docs.example.invalid/mcp"},
             "local": {"url": "http://127.0.0.1:3000/mcp"},
         }
     }
-    with pytest.raises(ConfigError, match=f"local is refused \\({LOOPBACK_REFUSED}\\)"):
-        import_config_text(team, json.dumps(config), filename=".mcp.json", stack_name="agent", importer=SHELL)
-    assert McpServer.objects.count() == 0 and team.stacks.count() == 0
+    (result,) = import_config_text(
+        team, json.dumps(config), filename=".mcp.json", stack_name="agent", importer=SHELL
+    )
+    local = next(e for e in result.entries if e.name == "local")
+    assert (local.outcome, local.disabled) == ("created", True)
+    assert local.reason == f"the outbound policy refuses its URL ({LOOPBACK_REFUSED})"
+    assert McpServer.objects.get(name="docs").enabled
+    assert not McpServer.objects.get(name="local").enabled
+    assert set(team.stacks.get().servers.values_list("name", flat=True)) == {"docs", "local"}
 
 
 def test_add_server_refuses_an_inward_url(team, strict):

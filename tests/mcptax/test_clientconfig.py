@@ -198,17 +198,32 @@ def test_codex_toml_tables_bearer_env_var_and_enabled_false():
     [
         ([1, 2], "not a JSON object"),
         ({"theme": "dark"}, "no MCP server list found"),
-        ({"mcpServers": {"x": "npx foo"}}, "server 'x': expected an object"),
-        ({"mcpServers": {"x": {"env": {}}}}, "server 'x': needs a 'command'"),
-        ({"mcpServers": {"x": {"command": "a", "args": "b c"}}}, "'args' must be a list of strings"),
-        ({"mcpServers": {"x": {"url": "https://a", "type": "websocket"}}}, "unknown transport type"),
-        ({"context_servers": {"ext": {"source": "extension", "settings": {}}}}, "Zed extension server"),
     ],
 )
-def test_unknown_or_broken_shapes_get_an_error_that_says_why(data, message):
+def test_unknown_shapes_get_an_error_that_says_why(data, message):
     with pytest.raises(ConfigError) as caught:
         parse_config(data)
     assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"mcpServers": {"x": "npx foo"}}, "expected an object, got str"),
+        ({"mcpServers": {"x": {"env": {}}}}, "needs a 'command'"),
+        ({"mcpServers": {"x": {"command": "a", "args": "b c"}}}, "'args' must be a list of strings"),
+        ({"mcpServers": {"x": {"url": "https://a", "type": "carrier-pigeon"}}}, "unknown transport type"),
+        ({"mcpServers": {"x": {"url": "wss://a", "type": "websocket"}}}, "WebSocket"),
+        ({"context_servers": {"x": {"source": "extension", "settings": {}}}}, "Zed extension server"),
+    ],
+)
+def test_a_broken_entry_is_skipped_with_its_reason_and_the_rest_still_read(data, message):
+    key = next(iter(data))
+    data[key]["ok"] = {"command": "npx", "args": ["-y", "ok-server"]}
+    (stack,) = parse_config(data)
+    assert [s.name for s in stack.servers] == ["ok"]
+    assert [s.name for s in stack.skipped] == ["x"]
+    assert message in stack.skipped[0].reason
 
 
 def test_unknown_shape_error_names_every_shape_it_knows():

@@ -10,7 +10,7 @@ from typing import IO, cast
 from django.conf import settings
 
 from ingest.capture.pipeline.limits import READ_CHUNK, check_decompressed, spill_line
-from mcptax.formats import DETECT_BYTES, UnknownFormatError, detect_format, parse
+from mcptax.formats import DETECT_BYTES, DOCUMENT_FORMATS, UnknownFormatError, detect_format, parse
 from mcptax.formats.assemble import assemble
 from mcptax.formats.records import LineEvent, LineOutcome, ObservedCall, numbered_lines, quarantine
 
@@ -163,8 +163,9 @@ def outputs(
         events: Iterable[LineEvent] = _unknown_format_events(lines)
         format = "envelope"
     else:
-        # A HAR is one JSON document, read as a stream of blocks whatever its line breaks.
-        source = lines.chunks() if format == "har" and isinstance(lines, Lines) else lines
+        # A HAR (or a Cline history) is one JSON document, read as a stream of blocks whatever its
+        # line breaks.
+        source = lines.chunks() if format in DOCUMENT_FORMATS and isinstance(lines, Lines) else lines
         events = parse(source, format, max_line_bytes=max_line_bytes)
     return assemble(events, format, skip_through_line=skip_through_line, finish=finish)
 

@@ -25,6 +25,7 @@ from ingest.capture.pipeline.limits import InputTooLarge, keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
 from ingest.capture.signals import calls_ingested
 from ingest.capture.storage import open_job_input
+from mcptax.formats import DOCUMENT_FORMATS
 from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, LongLine, ObservedCall
 
 logger = logging.getLogger(__name__)
@@ -325,8 +326,8 @@ def _run(job: IngestJob, token: str, max_bytes: int, enqueue_range: Enqueue | No
         lines = Lines(stream, position=raw.tell)
         run = Run(job, token)
         run.consume(outputs(lines, format, skip_through_line=job.watermark, finish=True), lines)
-        # A HAR's units are its entries (the parser numbers them); other formats are physical lines.
-        units = run.watermark if format == "har" else lines.count
+        # A document's units are its entries (the parser numbers them); other formats are physical lines.
+        units = run.watermark if format in DOCUMENT_FORMATS else lines.count
         run.finish(bytes_done=total, total_bytes=total, lines_in_input=units, final=True)
     if problem and lines.count:
         IngestJob.objects.filter(pk=job.pk).update(error=problem[:4000])

@@ -23,7 +23,7 @@ from ingest.capture.watchguard import (
     may_open,
     open_checked,
 )
-from mcptax.formats import LINE_FORMATS, parse
+from mcptax.formats import DOCUMENT_FORMATS, LINE_FORMATS, parse
 from mcptax.formats.assemble import CallAssembler, assemble
 from mcptax.formats.ranges import shifted
 from mcptax.formats.state import StateError, dump, load
@@ -192,7 +192,7 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
             else:  # HAR (one document) or an unknown format: the whole file again
                 items = outputs(lines, format, skip_through_line=job.watermark, finish=final)
             run.consume(items, lines)
-            units = run.watermark if format == "har" else before + lines.count
+            units = run.watermark if format in DOCUMENT_FORMATS else before + lines.count
             state = dump(assembler, parser_state) if format in LINE_FORMATS and not final else None
             run.finish(bytes_done=end, total_bytes=end, lines_in_input=units if final else None, final=final)
             if not final:

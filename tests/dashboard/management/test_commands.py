@@ -65,11 +65,13 @@ def test_import_servers_command_creates_a_stack_from_a_client_config(team, tmp_p
     assert sorted(stack.servers.values_list("name", flat=True)) == ["docs", "github", "legacy"]
     assert McpServer.objects.get(team=team, name="github").env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}
 
-    # Again: the same servers are updated, not duplicated; the stack defaults to the file's name.
+    # Again: the same servers are found again (unchanged), not duplicated; the stack defaults to
+    # the file's name.
     out = StringIO()
     call_command("import_servers", str(path), "--team", team.slug, "--json", stdout=out)
     (again,) = json.loads(out.getvalue())["stacks"]
-    assert again["created"] == [] and sorted(again["updated"]) == ["docs", "github", "legacy"]
+    assert again["created"] == [] and again["updated"] == []
+    assert sorted(again["unchanged"]) == ["docs", "github", "legacy"]
     assert again["stack"] == ".mcp.json"
     assert McpServer.objects.filter(team=team).count() == 3
 

@@ -120,7 +120,8 @@ def test_unknown_shape_names_the_shapes_it_knows(team, tmp_path):
     (tmp_path / "other.json").write_text(json.dumps({"something": {}}))
     with pytest.raises(CommandError) as failed:
         call_command("import_servers", str(tmp_path / "other.json"), "--team", team.slug)
-    assert failed.value.returncode == 1
+    # Not a client config this reads: the file is unreadable as one (exit 2), not "nothing imported".
+    assert failed.value.returncode == 2
     for shape in ("mcpServers", "context_servers", "mcp_servers", "projects.<path>.mcpServers"):
         assert shape in str(failed.value)
     (tmp_path / "broken.json").write_text("{not json")
@@ -137,7 +138,9 @@ def test_reimport_updates_and_the_stack_defaults_to_the_file_name(team, alice, t
     assert McpServer.objects.get(team=team, name="github").env == {"GITHUB_TOKEN": "${GITHUB_TOKEN}"}
     assert McpServer.objects.get(team=team, name="legacy").transport == Transport.SSE
     (again,) = import_config_text(team, text, filename=".mcp.json", importer=SHELL)
-    assert again.created == [] and sorted(again.updated) == ["docs", "github", "legacy"]
+    # The same definitions: the same servers, now in both stacks, nothing changed.
+    assert again.created == [] and again.updated == []
+    assert sorted(again.unchanged) == ["docs", "github", "legacy"]
     assert again.stack is not None and again.stack.name == ".mcp.json"
 
 
@@ -207,15 +210,16 @@ def test_a_members_import_never_changes_a_server_they_may_not_edit(client, team,
     )
     assert (github.transport, github.command, github.args) == (Transport.STDIO, "gh-mcp", ["--read-only"])
     assert github.env == {"GITHUB_TOKEN": "ghp_real"}
-    # Only the new HTTP server was added, as bob's; the page says what was left alone and why.
+    # The file's docs is another server than the admin's (another URL): kept apart as bob's, and
+    # the new HTTP server added as bob's; the stdio one bob may not register is listed with why.
     legacy = McpServer.objects.get(team=team, name="legacy")
-    assert legacy.owner == bob and McpServer.objects.filter(team=team).count() == 3
+    assert legacy.owner == bob and McpServer.objects.filter(team=team).count() == 4
+    assert McpServer.objects.get(team=team, name="docs (bob-agent)").owner == bob
     page = response.content.decode()
-    assert "docs (an existing server someone else registered" in page
+    assert "docs: conflict (kept both as &#x27;docs (bob-agent)&#x27;)" in page
     assert "github (a stdio server runs a command on the worker" in page
     assert set(Stack.objects.get(team=team, name="bob-agent").servers.values_list("name", flat=True)) == {
-        "docs",
-        "github",
+        "docs (bob-agent)",
         "legacy",
     }
 

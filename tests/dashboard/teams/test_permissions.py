@@ -20,7 +20,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from dashboard.alerts.models import Threshold
-from dashboard.servers.models import McpServer
+from dashboard.servers.models import McpServer, Stack
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture.models import IngestJob, WatchedFolder
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
@@ -61,9 +61,24 @@ def edited(which: str) -> Effect:
     return lambda w, _: w.fresh(getattr(w, which)).poll_interval_seconds == 3600
 
 
-def import_over(name: str, url: str) -> Callable[[World], dict[str, Any]]:
+def import_over(
+    name: str, url: str, *, into: str = "mine", own: bool = False
+) -> Callable[[World], dict[str, Any]]:
+    """Import `name` at `url` into stack `into`.
+
+    An import changes a server only through the one stack that holds it (one server identity
+    across stacks): the admin's server sits in the world's "agent" stack; with `own`, the member's
+    own server is first put in a stack "mine" the member imported.
+    """
     config = json.dumps({"mcpServers": {name: {"type": "http", "url": url}}})
-    return lambda w: {"stack_name": "mine", "config_text": config}
+
+    def data(w: World) -> dict[str, Any]:
+        if own:
+            mine = Stack.objects.create(team=w.team, name=into, owner=w.users["member"])
+            mine.servers.set([w.own_http])
+        return {"stack_name": into, "config_text": config}
+
+    return data
 
 
 def url_of(which: str, url: str) -> Effect:
@@ -92,7 +107,7 @@ TABLE: dict[str, list[Case]] = {
         Case(
             "POST",
             "admin",
-            data=import_over("admin-docs", "http://127.0.0.1:9/hijacked"),
+            data=import_over("admin-docs", "http://127.0.0.1:9/hijacked", into="agent"),
             changed=url_of("admin_http", "http://127.0.0.1:9/hijacked"),
             answered="member",
             label="import over admin's server",
@@ -100,7 +115,7 @@ TABLE: dict[str, list[Case]] = {
         Case(
             "POST",
             "member",
-            data=import_over("member-docs", "http://127.0.0.1:9/moved"),
+            data=import_over("member-docs", "http://127.0.0.1:9/moved", own=True),
             changed=url_of("own_http", "http://127.0.0.1:9/moved"),
             answered="member",
             label="import over own server",

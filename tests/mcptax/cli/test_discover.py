@@ -20,6 +20,19 @@ def _toml_server(name: str, entry: dict) -> str:
     )
 
 
+def _discover(home, project):
+    """`mcp-tax measure --discover --json` with `home` as the home and `project` as the cwd."""
+    run = mcp_tax(
+        "measure",
+        "--discover",
+        "--json",
+        env={"HOME": str(home), "XDG_CONFIG_HOME": "", "CODEX_HOME": ""},
+        cwd=project,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
 def test_discover_reads_every_installed_clients_config_and_names_them(tmp_path):
     home, project = tmp_path / "home", tmp_path / "project"
     lean, sprawl = server_entry("lean"), server_entry("sprawling")
@@ -39,14 +52,7 @@ def test_discover_reads_every_installed_clients_config_and_names_them(tmp_path):
     # A settings file without MCP servers is no error: nothing to measure there.
     (home / ".config" / "Code" / "User" / "settings.json").write_text('{"editor.fontSize": 14}')
 
-    run = mcp_tax(
-        "measure",
-        "--discover",
-        "--json",
-        env={"HOME": str(home), "XDG_CONFIG_HOME": "", "CODEX_HOME": ""},
-        cwd=project,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = _discover(home, project)
     named = run.stderr
     for client, path in [
         ("Claude Code user", home / ".claude.json"),
@@ -85,3 +91,71 @@ def test_discover_with_nothing_installed_says_so_and_exits_2(tmp_path):
     assert run.returncode == 2
     assert "discovered: none" in run.stderr
     assert "no client config with MCP servers was found" in run.stderr
+
+
+def test_discover_finds_goose_continue_opencode_amazon_q_and_librechat_at_their_usual_paths(tmp_path):
+    home, project = tmp_path / "home", tmp_path / "project"
+    lean = server_entry("lean")
+    yaml_args = ", ".join(json.dumps(a) for a in lean["args"])
+    yaml_env = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in lean["env"].items())
+    goose = home / ".config" / "goose" / "config.yaml"
+    goose.parent.mkdir(parents=True)
+    goose.write_text(
+        "extensions:\n  developer: {type: builtin, enabled: true, name: developer}\n"
+        f"  lean: {{type: stdio, cmd: {json.dumps(lean['command'])}, args: [{yaml_args}], envs: {{{yaml_env}}}}}\n"
+    )
+    block = project / ".continue" / "mcpServers" / "lean.yaml"
+    block.parent.mkdir(parents=True)
+    block.write_text(
+        f"name: lean block\nmcpServers:\n  - name: lean\n    command: {json.dumps(lean['command'])}\n"
+        f"    args: [{yaml_args}]\n    env: {{{yaml_env}}}\n"
+    )
+    (project / "opencode.jsonc").write_text(
+        json.dumps(
+            {
+                "mcp": {
+                    "lean": {
+                        "type": "local",
+                        "command": [lean["command"], *lean["args"]],
+                        "environment": lean["env"],
+                    }
+                }
+            }
+        )
+    )
+    write_config(
+        home / ".aws" / "amazonq" / "mcp.json", {"lean": lean, "todo": {"command": "", "disabled": True}}
+    )
+    librechat = project / "librechat.yaml"
+    librechat.write_text(
+        "interface:\n  mcpServers: {use: true}\n"
+        f"mcpServers:\n  lean: {{command: {json.dumps(lean['command'])}, args: [{yaml_args}], env: {{{yaml_env}}}}}\n"
+    )
+
+    run = _discover(home, project)
+    for client, path in [
+        ("Goose user", goose),
+        ("Continue project", block.parent),
+        ("opencode project", project / "opencode.jsonc"),
+        ("Amazon Q user", home / ".aws" / "amazonq" / "mcp.json"),
+        ("LibreChat project", librechat),
+    ]:
+        assert f"{client} ({path})" in run.stderr
+    stacks = {s["client"]: s for s in json.loads(run.stdout)["stacks"]}
+    lean_tax = oracle_tax("lean")
+    for client in (
+        "Goose, user",
+        "Continue, project",
+        "opencode, project",
+        "Amazon Q, user",
+        "LibreChat, project",
+    ):
+        assert stacks[client]["total"]["fixed_tax_tokens"] == lean_tax, client
+    goose_rows = {s["name"]: s for s in stacks["Goose, user"]["servers"]}
+    assert goose_rows["developer"]["status"] == "skipped"
+    assert "runs inside Goose" in goose_rows["developer"]["reason"]
+    todo = next(s for s in stacks["Amazon Q, user"]["servers"] if s["name"] == "todo")
+    assert (todo["status"], todo["reason"]) == (
+        "disabled",
+        "a placeholder with an empty command; not started",
+    )

@@ -5,6 +5,8 @@ count of the tools the MCP client fetched (support.oracle_tax), never the comman
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 
 import pytest
@@ -205,3 +207,34 @@ def test_a_server_off_the_fast_path_is_measured_again_through_the_sdk(tmp_path):
     assert servers["asks"]["fixed_tax_tokens"] == len(CL100K.encode_ordinary(compact(visible)))
     assert servers["garbled"]["outcome"] == "protocol_error"
     assert "not a JSON-RPC message" in servers["garbled"]["reason"]
+
+
+def test_an_opencode_config_is_measured_with_its_env_placeholder_resolved(tmp_path):
+    entry = server_entry("lean")
+    config = tmp_path / "opencode.jsonc"
+    local = {
+        "type": "local",
+        "command": [entry["command"], *entry["args"], "--root", "{env:LEAN_ROOT}"],
+        "environment": entry["env"],
+    }
+    config.write_text(
+        "// opencode\n" + json.dumps({"mcp": {"lean": local, "off": {**local, "enabled": False}}})
+    )
+    run = mcp_tax("measure", str(config), "--json", env={"LEAN_ROOT": str(tmp_path)})
+    assert run.returncode == 0, run.stdout + run.stderr
+    _, servers = _servers(json.loads(run.stdout))
+    assert servers["lean"]["fixed_tax_tokens"] == oracle_tax("lean")
+    assert servers["off"]["status"] == "disabled"
+    missing = {k: v for k, v in os.environ.items() if k != "LEAN_ROOT"}
+    gone = subprocess.run(
+        [sys.executable, "-m", "mcptax", "measure", str(config), "--json"],
+        capture_output=True,
+        text=True,
+        env={**missing, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=240,
+    )
+    assert gone.returncode == 2
+    _, servers = _servers(json.loads(gone.stdout))
+    assert servers["lean"]["status"] == "not_measurable"
+    assert "{env:LEAN_ROOT}: environment variable LEAN_ROOT is not set" in servers["lean"]["reason"]

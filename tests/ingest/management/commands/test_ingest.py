@@ -90,3 +90,42 @@ def test_exit_status_of_the_command_in_a_process(tmp_path):
     passed = ingest(good)
     assert passed.returncode == 0, passed
     assert "1 calls stored" in passed.stdout
+
+
+LOGS = ROOT / "tests" / "data" / "logs"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("name", "fmt", "expected"),
+    [
+        (
+            "codex_exec.jsonl",
+            "auto",
+            {
+                ("context7", "resolve-library-id", False),
+                ("files", "write_file", False),
+                ("grafana", "query_prometheus", True),
+                ("context7", "get-library-docs", False),
+            },
+        ),
+        (
+            "cline_ui_messages.json",
+            "cline",
+            {("figma", "get_file", True), ("jira", "create_issue", True), ("jira", "search", True)},
+        ),
+        ("roo_ui_messages.json", "auto", {("sqlite", "import_csv", False)}),
+    ],
+)
+def test_codex_exec_and_cline_logs_ingest_with_their_calls_and_errors(team, name, fmt, expected):
+    from ingest.capture.models import ToolCall
+
+    out = StringIO()
+    call_command("ingest", str(LOGS / name), "--format", fmt, "--json", stdout=out)
+    summary = json.loads(out.getvalue())
+    assert summary["reconciles"] and summary["calls_stored"] == len(expected), summary
+    stored = {(c.server_label, c.tool, c.is_error) for c in ToolCall.objects.filter(team=team)}
+    assert stored == expected
+    assert set(ToolCall.objects.values_list("source_format", flat=True)) == {
+        "codex-exec" if name.startswith("codex") else "cline"
+    }

@@ -1,0 +1,72 @@
+"""Servers that answer in more than one protocol revision.
+
+The SDK client asks in the 2026-07-28 revision first (``server/discover``) and falls back to the
+``initialize`` handshake of the 2025 revisions. A server that speaks both may list its tools
+differently in each (another key order inside a schema, another description), and a client of the
+other era then pays another figure. So a server that answered in the 2026-07-28 revision is asked
+again in the handshake era; the team's ``protocol_era`` decides which answer becomes the snapshot
+(all figures, budgets and alerts follow it), and each revision's figure is kept on the snapshot
+(``Snapshot.eras``), the one asked marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dashboard.servers.models import McpServer, Snapshot
+from mcptax import tokens
+from mcptax.client import FetchResult, PollError
+
+MODERN_REVISIONS = ("2026-07-28",)
+HANDSHAKE, MODERN = "handshake", "modern"
+
+
+def fetch_in_eras(
+    server: McpServer, fetch: Callable[[str], FetchResult]
+) -> tuple[FetchResult, FetchResult | None]:
+    """(the answer the team's figures follow, the other era's answer or None).
+
+    `fetch(mode)` asks the server once in the SDK's ``mode`` (``auto`` or ``legacy``). A server
+    that does not speak the modern revision is asked once; one that speaks only it keeps that
+    answer whatever the team follows (a failure to answer in the other era is no poll failure).
+    """
+    first = fetch("auto")
+    if first.protocol_version not in MODERN_REVISIONS:
+        return first, None
+    try:
+        handshake = fetch("legacy")
+    except PollError:
+        return first, None
+    if server.team.protocol_era == MODERN:
+        return first, handshake
+    return handshake, first
+
+
+def record_eras(snapshot: Snapshot, asked: FetchResult, other: FetchResult | None) -> None:
+    """Keep each revision's figure beside the snapshot (counted only where the tools differ)."""
+    eras: dict[str, Any] = {}
+    if other is not None:
+        eras[asked.protocol_version or ""] = _figure(
+            snapshot.sha256, snapshot.tool_count, snapshot.fixed_tax_tokens, snapshot.encoding, True
+        )
+        sha = tokens.snapshot_sha256(other.tools)
+        if sha == snapshot.sha256:
+            figure = _figure(sha, snapshot.tool_count, snapshot.fixed_tax_tokens, snapshot.encoding, False)
+        else:
+            report = tokens.account(other.tools, other.instructions, encoding=snapshot.encoding)
+            figure = _figure(sha, report.tool_count, report.fixed_tax_tokens, snapshot.encoding, False)
+        eras[other.protocol_version or ""] = figure
+    if eras != (snapshot.eras or {}):
+        Snapshot.objects.filter(pk=snapshot.pk).update(eras=eras)
+        snapshot.eras = eras
+
+
+def _figure(sha: str, tool_count: int, fixed_tax: int, encoding: str, asked: bool) -> dict[str, Any]:
+    return {
+        "sha256": sha,
+        "tool_count": tool_count,
+        "fixed_tax_tokens": fixed_tax,
+        "encoding": encoding,
+        "asked": asked,
+    }
