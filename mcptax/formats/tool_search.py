@@ -18,9 +18,9 @@
   ``call_id`` with ``tool_search_output`` items (``tools``: functions, or namespaces holding
   functions); ``function_call`` items are calls; each response is one model request.
 
-Sequence numbers: ``line_no * 1000 + position``, so the records of one line keep their order and
-a model request of an API exchange comes after the searches the exchange shows (the request that
-follows a load is the first to carry it).
+Sequence numbers: ``line_no * 1000 + position``, so the records of one line keep their order. An
+API response's model request comes before the searches its content shows (``RESPONSE_BASE``, after
+those of the request body in a HAR entry): a load is carried from the next request on.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ from mcptax.discovery import (
 
 MCP_PREFIX = "mcp__"
 ANTHROPIC_SEARCH_RESULT = "tool_search_tool_result"
-_LAST = 999
+# Positions of one HAR entry: the request body's records first, then the response's.
+RESPONSE_BASE = 500
+_MAX_POSITION = 998
 
 
 class MalformedSearch(ValueError):
@@ -239,14 +241,24 @@ def _anthropic_result(block: dict[str, Any]) -> tuple[str, ...]:
     return _references(references) or ()
 
 
-def anthropic_events(body: dict[str, Any], at: datetime | None, line_no: int) -> list[DiscoveryEvent]:
-    """Searches (server-side and client-side), client tool calls and, for a response, the model
-    request, of one Messages API request or response body."""
-    events: list[DiscoveryEvent] = []
-    total = deferred_total(body)
+def _turn(body: dict[str, Any], at: datetime | None, seq: int, kind: str, value: str) -> list[DiscoveryEvent]:
+    key = body.get("id")
+    if body.get(kind) == value and isinstance(key, str) and key:
+        return [RequestTurn(key, at, seq)]
+    return []
+
+
+def anthropic_events(
+    body: dict[str, Any], at: datetime | None, seq0: int, total: int | None = None
+) -> list[DiscoveryEvent]:
+    """The model request (a response body), then the searches (server-side and client-side) and
+    client tool calls of one Messages API request or response body, numbered from ``seq0``.
+    ``total``: the deferred tools of the request (a response body does not list them)."""
+    events = _turn(body, at, seq0, "type", "message")
+    total = deferred_total(body) or total
     searches: dict[str, tuple[str, str]] = {}
     for position, block in enumerate(_anthropic_blocks(body), start=1):
-        kind, seq = block.get("type"), line_no * 1000 + min(position, _LAST - 1)
+        kind, seq = block.get("type"), seq0 + min(position, _MAX_POSITION - RESPONSE_BASE)
         block_id = block.get("id")
         if kind in ("server_tool_use", "tool_use") and isinstance(block_id, str):
             name = str(block.get("name") or "")
@@ -270,8 +282,6 @@ def anthropic_events(body: dict[str, Any], at: datetime | None, line_no: int) ->
             continue
         name, query = searches.pop(use_id)
         events.append(ToolSearch(use_id, at, query, matches, total, _search_tool_name(name), seq))
-    if body.get("type") == "message" and isinstance(body.get("id"), str):
-        events.append(RequestTurn(body["id"], at, line_no * 1000 + _LAST))
     return events
 
 
@@ -313,8 +323,11 @@ def _openai_query(item: dict[str, Any]) -> str:
     return query if isinstance(query, str) else ""
 
 
-def openai_events(body: dict[str, Any], at: datetime | None, line_no: int) -> list[DiscoveryEvent]:
-    """Searches, function calls and, for a response, the model request of one Responses body."""
+def openai_events(
+    body: dict[str, Any], at: datetime | None, seq0: int, total: int | None = None
+) -> list[DiscoveryEvent]:
+    """The model request (a response body), then the searches and function calls of one Responses
+    body, numbered from ``seq0``."""
     items = [
         item
         for key in ("input", "output")
@@ -322,11 +335,11 @@ def openai_events(body: dict[str, Any], at: datetime | None, line_no: int) -> li
         for item in body[key]
         if isinstance(item, dict)
     ]
-    total = deferred_total(body)
+    total = deferred_total(body) or total
     calls = {i.get("call_id") or i.get("id"): i for i in items if i.get("type") == "tool_search_call"}
-    events: list[DiscoveryEvent] = []
+    events = _turn(body, at, seq0, "object", "response")
     for position, item in enumerate(items, start=1):
-        seq = line_no * 1000 + min(position, _LAST - 1)
+        seq = seq0 + min(position, _MAX_POSITION - RESPONSE_BASE)
         key = item.get("call_id")
         if item.get("type") == "function_call" and isinstance(key, str):
             events.append(ToolUse(key, at, _openai_name(item), seq))
@@ -337,15 +350,25 @@ def openai_events(body: dict[str, Any], at: datetime | None, line_no: int) -> li
                     key, at, _openai_query(call), _openai_loaded(item.get("tools")), total, "tool_search", seq
                 )
             )
-    if body.get("object") == "response" and isinstance(body.get("id"), str):
-        events.append(RequestTurn(body["id"], at, line_no * 1000 + _LAST))
     return events
 
 
-def api_events(body: Any, at: datetime | None, line_no: int) -> list[DiscoveryEvent]:
-    """Discovery records of a model API body (Anthropic or OpenAI); [] for anything else."""
+def api_events(
+    body: Any, at: datetime | None, line_no: int, *, response: bool, total: int | None = None
+) -> list[DiscoveryEvent]:
+    """Discovery records of a model API request or response body (Anthropic or OpenAI); [] for
+    anything else. ``total``: the deferred tools its request declared (for a response body)."""
     if not is_model_api_body(body):
         return []
+    seq0 = line_no * 1000 + (RESPONSE_BASE if response else 0)
     if "input" in body or body.get("object") == "response":
-        return openai_events(body, at, line_no)
-    return anthropic_events(body, at, line_no)
+        return openai_events(body, at, seq0, total)
+    return anthropic_events(body, at, seq0, total)
+
+
+def api_session_key(request: Any, fallback: str) -> str:
+    """A model API conversation's session: Claude Code's ``metadata.user_id`` (it names the
+    session), else ``fallback``."""
+    metadata = request.get("metadata") if isinstance(request, dict) else None
+    user = metadata.get("user_id") if isinstance(metadata, dict) else None
+    return f"api:{user}" if isinstance(user, str) and user else fallback
