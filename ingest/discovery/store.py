@@ -116,6 +116,17 @@ def record_discovery(session: CaptureSession, events: Iterable[DiscoveryEvent]) 
     return counts
 
 
+def discovered_tools(events: Iterable[DiscoveryEvent]) -> set[str]:
+    """The tools these records load or call."""
+    found: set[str] = set()
+    for event in events:
+        if isinstance(event, ToolSearch):
+            found.update(event.matches)
+        elif isinstance(event, ToolUse):
+            found.add(event.tool)
+    return found
+
+
 def _count_new(counts: DiscoveryCounts, kind: type, new: list[DiscoveryEvent]) -> None:
     if kind is ToolSearch:
         counts.searches += len(new)
@@ -171,7 +182,7 @@ def rebuild_session(session: CaptureSession) -> SessionDiscoverySummary:
         for load in derived.loads
     )
     figures = derived.counts()
-    dates = [s.at for s in derived.searches if s.at] + [c.at for c in derived.calls if c.at]
+    dates = [e.at for e in session_events(session) if e.at is not None]
     summary, _ = SessionDiscoverySummary.objects.update_or_create(
         session=session,
         defaults={

@@ -25,7 +25,8 @@ from ingest.capture.pipeline.limits import InputTooLarge, keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
 from ingest.capture.signals import calls_ingested
 from ingest.capture.storage import open_job_input
-from ingest.discovery.store import DiscoveryCounts, record_discovery
+from ingest.discovery.alerts import evaluate_load_rate_alerts
+from ingest.discovery.store import DiscoveryCounts, discovered_tools, record_discovery
 from mcptax.formats.records import (
     CALL,
     DUPLICATE,
@@ -121,9 +122,11 @@ class Run:
     def flush(self, batch: _Batch, bytes_done: int) -> None:
         with transaction.atomic():
             signal_ids = self.store.store(batch.calls)
-            self._record_discovery(batch.discovered)
+            loaded = self._record_discovery(batch.discovered)
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
+        if loaded:
+            evaluate_load_rate_alerts(self.team, loaded)
         if signal_ids:
             # The rows just written and their contents' texts, so the fidelity step need not read
             # them back.
@@ -138,14 +141,20 @@ class Run:
             )
         self.store.forget_batch()
 
-    def _record_discovery(self, found: list[Discovered]) -> None:
-        """Each session's discovery records of the batch, stored once (idempotent by record key)."""
+    def _record_discovery(self, found: list[Discovered]) -> set[str]:
+        """Each session's discovery records of the batch, stored once (idempotent by record key);
+        the tools of the sessions whose loads changed (for the load-to-call alert)."""
         by_session: dict[tuple[str, str], list[Any]] = {}
         for item in found:
             by_session.setdefault((item.format, item.session_key), []).extend(item.events)
+        changed: set[str] = set()
         for (format, session_key), events in by_session.items():
             session = self.store.session_for(format, session_key)
-            self.discovery.add(record_discovery(session, events))
+            counts = record_discovery(session, events)
+            self.discovery.add(counts)
+            if counts.loads or counts.calls or counts.searches:
+                changed.update(discovered_tools(events))
+        return changed
 
     # -- lines -------------------------------------------------------------------------------------
 
