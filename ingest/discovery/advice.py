@@ -62,7 +62,10 @@ def _instructions(catalog: Catalog, key: str) -> list[Advice]:
         encoding=catalog.encoding,
         setting="true",
     )
-    return instructions_advice(figures, snapshot.instructions or None, catalog.encoding)
+    # Adding instructions is advice only where deferral saves tokens at all (a server of a few small
+    # tools costs more deferred: the search tool and name list outweigh its definitions).
+    found = instructions_advice(figures, snapshot.instructions or None, catalog.encoding)
+    return [a for a in found if a.saving_tokens > 0]
 
 
 def _tool_rows(catalog: Catalog, key: str, touching: Sequence[SessionCost]) -> dict[str, dict[int, list]]:
