@@ -12,7 +12,9 @@ from dataclasses import dataclass, fields
 
 from django.db import transaction
 
+from dashboard.teams.models import Team
 from ingest.capture.models import CaptureSession
+from ingest.discovery.alerts import evaluate_load_rate_alerts
 from ingest.discovery.models import (
     DiscoveryCall,
     DiscoveryCompaction,
@@ -116,17 +118,6 @@ def record_discovery(session: CaptureSession, events: Iterable[DiscoveryEvent]) 
     return counts
 
 
-def discovered_tools(events: Iterable[DiscoveryEvent]) -> set[str]:
-    """The tools these records load or call."""
-    found: set[str] = set()
-    for event in events:
-        if isinstance(event, ToolSearch):
-            found.update(event.matches)
-        elif isinstance(event, ToolUse):
-            found.add(event.tool)
-    return found
-
-
 def _count_new(counts: DiscoveryCounts, kind: type, new: list[DiscoveryEvent]) -> None:
     if kind is ToolSearch:
         counts.searches += len(new)
@@ -192,3 +183,13 @@ def rebuild_session(session: CaptureSession) -> SessionDiscoverySummary:
         },
     )
     return summary
+
+
+class IngestSink:
+    """What the ingest run calls for each batch (registered in ``ingest.apps``)."""
+
+    def record(self, session: CaptureSession, events: list[DiscoveryEvent]) -> dict[str, int]:
+        return record_discovery(session, events).as_dict()
+
+    def after_batch(self, team: Team, tools: Iterable[str]) -> list[str]:
+        return evaluate_load_rate_alerts(team, tools)
