@@ -245,8 +245,7 @@ def _model_api_entry(
 ) -> LineEvent:
     """An exchange with a model API (Anthropic Messages, OpenAI Responses): no MCP call, ignored
     as ``model_api``; its tool-discovery records ride along (``mcptax.formats.tool_search``). A
-    streamed (SSE) response is not reassembled: its searches and calls are read from the next
-    request's history, and it counts no model request."""
+    streamed (SSE) response is read as the message its events add up to."""
     parts = urlsplit(url)
     session = tool_search.api_session_key(request, f"api:{parts.netloc}{parts.path}")
     started, finished = (tool_search.parse_time(t) for t in times)
@@ -326,6 +325,9 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
             frames += _frames(value, "s2c", response_ts, session_key, server_label)
 
     if tool_search.is_model_api_body(request_value):
+        if "text/event-stream" in mime and response_text:
+            streamed = tool_search.stream_body(list(split_sse(response_text)))
+            response_values = [streamed] if streamed is not None else []
         return _model_api_entry(index, entry, request_value, response_values, (started, response_ts), url)
     if frames:
         return LineEvent(index, FRAME, None, frames=frames, notes=tuple(notes))

@@ -37,6 +37,7 @@ from mcptax.discovery import (
     ToolSearch,
     ToolUse,
 )
+from mcptax.formats.records import load_json
 
 MCP_PREFIX = "mcp__"
 ANTHROPIC_SEARCH_RESULT = "tool_search_tool_result"
@@ -372,3 +373,37 @@ def api_session_key(request: Any, fallback: str) -> str:
     metadata = request.get("metadata") if isinstance(request, dict) else None
     user = metadata.get("user_id") if isinstance(metadata, dict) else None
     return f"api:{user}" if isinstance(user, str) and user else fallback
+
+
+def stream_body(events: list[tuple[str, str]]) -> dict[str, Any] | None:
+    """The response a streamed (SSE) model API answer adds up to: Anthropic's ``message_start`` /
+    ``content_block_start`` / ``content_block_delta`` (``input_json_delta``) events, or OpenAI's
+    ``response.completed``; None when the stream is neither."""
+    message: dict[str, Any] | None = None
+    partial: dict[int, list[str]] = {}
+    for _, data in events:
+        value, problem = load_json(data)
+        if problem is not None or not isinstance(value, dict):
+            continue
+        kind = value.get("type")
+        if kind == "response.completed" and isinstance(value.get("response"), dict):
+            return dict(value["response"])
+        if kind == "message_start" and isinstance(value.get("message"), dict):
+            message = {**value["message"], "content": []}
+        elif (
+            kind == "content_block_start"
+            and message is not None
+            and isinstance(value.get("content_block"), dict)
+        ):
+            message["content"].append(dict(value["content_block"]))
+        elif kind == "content_block_delta" and message is not None and message["content"]:
+            delta = value.get("delta")
+            if isinstance(delta, dict) and delta.get("type") == "input_json_delta":
+                partial.setdefault(len(message["content"]) - 1, []).append(str(delta.get("partial_json", "")))
+    if message is None:
+        return None
+    for index, pieces in partial.items():
+        arguments, problem = load_json("".join(pieces) or "{}")
+        if problem is None and isinstance(arguments, dict):
+            message["content"][index]["input"] = arguments
+    return message

@@ -4,6 +4,7 @@ fixtures (tests/data/logs/README.md describes each one)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,89 @@ def test_anthropic_api_with_defer_loading_and_the_regex_search_tool(name: str) -
         ("get_forecast", 0, 2),
     ]
     assert [c.tool for c in session.calls_without_load] == ["send_email"]
+
+
+def sse(*events: dict) -> str:
+    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events)
+
+
+def test_a_streamed_anthropic_response_in_a_har_adds_up_to_its_message() -> None:
+    """Claude Code streams: the response is message_start, content_block_start and deltas."""
+    request = {
+        "model": "claude-sonnet-4-5",
+        "stream": True,
+        "tools": [{"name": "get_weather", "defer_loading": True}],
+        "messages": [{"role": "user", "content": "weather?"}],
+        "metadata": {"user_id": "user_x_session_abc"},
+    }
+    stream = sse(
+        {
+            "type": "message_start",
+            "message": {"id": "msg_stream_1", "type": "message", "role": "assistant", "content": []},
+        },
+        {
+            "type": "content_block_start",
+            "index": 0,
+            "content_block": {
+                "type": "server_tool_use",
+                "id": "srvtoolu_s",
+                "name": "tool_search_tool_bm25",
+                "input": {},
+            },
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "wea'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": 'ther"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "content_block_start",
+            "index": 1,
+            "content_block": {
+                "type": "tool_search_tool_result",
+                "tool_use_id": "srvtoolu_s",
+                "content": {
+                    "type": "tool_search_tool_search_result",
+                    "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}],
+                },
+            },
+        },
+        {"type": "content_block_stop", "index": 1},
+        {"type": "message_stop"},
+    )
+    har = {
+        "log": {
+            "version": "1.2",
+            "entries": [
+                {
+                    "startedDateTime": "2026-05-04T10:00:00.000Z",
+                    "time": 900,
+                    "request": {
+                        "method": "POST",
+                        "url": "https://api.anthropic.com/v1/messages",
+                        "headers": [],
+                        "postData": {"mimeType": "application/json", "text": json.dumps(request)},
+                    },
+                    "response": {
+                        "status": 200,
+                        "headers": [{"name": "content-type", "value": "text/event-stream"}],
+                        "content": {"mimeType": "text/event-stream", "text": stream},
+                    },
+                }
+            ],
+        }
+    }
+    items = list(read_calls([json.dumps(har).encode()], "har"))
+    ((session, events),) = discovered(items).items()
+    assert session == "api:user_x_session_abc"
+    derived = derive(events)
+    assert [(s.search_tool, s.query, s.matches, s.total_deferred) for s in derived.searches] == [
+        ("tool_search_tool_bm25", "weather", ("get_weather",), 1)
+    ]
+    assert derived.requests == 1
