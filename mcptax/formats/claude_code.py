@@ -178,7 +178,7 @@ def parse(
             found = _discovery(kind, record, message, blocks, ts, line.line_no, queries)
             problem = None
         except tool_search.MalformedSearch as exc:
-            found, problem = [], f"malformed_tool_search: {exc}"
+            found, problem = exc.events, f"malformed_tool_search: {exc}"
         others = [f for f in frames if f.kind != "usage" and f.client_call_id not in searches]
         if problem is not None and not others:
             yield quarantine(line, problem)

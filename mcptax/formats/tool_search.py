@@ -47,7 +47,12 @@ _MAX_POSITION = 998
 
 
 class MalformedSearch(ValueError):
-    """A search record the log shows in a shape we cannot read; the message says what is wrong."""
+    """A search record the log shows in a shape we cannot read; the message says what is wrong.
+    ``events``: the line's other records, which stand."""
+
+    def __init__(self, message: str, events: list[DiscoveryEvent] | None = None) -> None:
+        super().__init__(message)
+        self.events = list(events or [])
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -98,25 +103,28 @@ def claude_code_assistant(
     queries: dict[str, str],
 ) -> list[DiscoveryEvent]:
     """A model request, the ToolSearch queries (remembered in ``queries`` by tool_use id) and the
-    MCP tool calls of one assistant line. Raises MalformedSearch for a ToolSearch without a query."""
+    MCP tool calls of one assistant line. A ToolSearch without a query raises MalformedSearch
+    holding the line's other records."""
     events: list[DiscoveryEvent] = []
+    problem = None
     turn = message.get("id")
     if isinstance(turn, str) and turn:
         events.append(RequestTurn(turn, at, line_no * 1000))
     for position, block in enumerate(blocks, start=1):
-        if block.get("type") != "tool_use":
-            continue
         call_id, name = block.get("id"), block.get("name")
-        if not isinstance(call_id, str) or not isinstance(name, str):
+        if block.get("type") != "tool_use" or not isinstance(call_id, str) or not isinstance(name, str):
             continue
         if name == CLAUDE_CODE_SEARCH_TOOL:
             arguments = block.get("input")
             query = arguments.get("query") if isinstance(arguments, dict) else None
-            if not isinstance(query, str):
-                raise MalformedSearch("ToolSearch input has no query")
-            queries[call_id] = query
+            if isinstance(query, str):
+                queries[call_id] = query
+            else:
+                problem = problem or "ToolSearch input has no query"
         elif name.startswith(MCP_PREFIX):
             events.append(ToolUse(call_id, at, name, line_no * 1000 + position))
+    if problem:
+        raise MalformedSearch(problem, events)
     return events
 
 
@@ -127,32 +135,53 @@ def claude_code_user(
     line_no: int,
     queries: dict[str, str],
 ) -> list[DiscoveryEvent]:
-    """The searches whose results a user line carries. Raises MalformedSearch (see the module docstring)."""
+    """The searches whose results a user line carries: results of a ToolSearch read before, or
+    holding ``tool_reference`` blocks; the line's ``tool_use_result`` is the client's account of
+    its one search. Raises MalformedSearch (holding the line's other searches) for a search whose
+    account or references cannot be read."""
+    results = [
+        (position, block)
+        for position, block in enumerate(blocks, start=1)
+        if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
+    ]
+    reported = record.get("tool_use_result")
+    own = reported if isinstance(reported, dict) and "total_deferred_tools" in reported else None
     events: list[DiscoveryEvent] = []
-    reported = record.get("tool_use_result") if isinstance(record.get("tool_use_result"), dict) else None
-    for position, block in enumerate(blocks, start=1):
-        if block.get("type") != "tool_result":
+    problem = None
+    for position, block in results:
+        call_id = str(block["tool_use_id"])
+        try:
+            search = _claude_code_search(block, own if len(results) == 1 else None, queries)
+        except MalformedSearch as exc:
+            problem = problem or str(exc)
             continue
-        call_id = block.get("tool_use_id")
-        if not isinstance(call_id, str):
-            continue
-        references = _references(block.get("content"))
-        own = reported is not None and "total_deferred_tools" in reported
-        if call_id not in queries and references is None and not own:
-            continue
-        if own and reported is not None:
-            matches = _str_list(reported.get("matches"), "tool_use_result.matches")
-            query = reported.get("query", queries.get(call_id, ""))
-            total = _count(reported.get("total_deferred_tools"), "tool_use_result.total_deferred_tools")
-        else:
-            matches, query, total = references or (), queries.get(call_id, ""), None
-        if not isinstance(query, str):
-            raise MalformedSearch("tool_use_result.query is not text")
-        queries.pop(call_id, None)
-        events.append(
-            ToolSearch(call_id, at, query, matches, total, CLAUDE_CODE_SEARCH_TOOL, line_no * 1000 + position)
-        )
+        if search is not None:
+            queries.pop(call_id, None)
+            events.append(
+                ToolSearch(call_id, at, *search, CLAUDE_CODE_SEARCH_TOOL, line_no * 1000 + position)
+            )
+    if problem:
+        raise MalformedSearch(problem, events)
     return events
+
+
+def _claude_code_search(
+    block: dict[str, Any], own: dict[str, Any] | None, queries: dict[str, str]
+) -> tuple[str, tuple[str, ...], int | None] | None:
+    """(query, matches, deferred total) of one tool_result that is a search's, else None."""
+    call_id = str(block["tool_use_id"])
+    references = _references(block.get("content"))
+    if call_id not in queries and references is None and own is None:
+        return None
+    if own is not None:
+        matches = _str_list(own.get("matches"), "tool_use_result.matches")
+        query = own.get("query", queries.get(call_id, ""))
+        total = _count(own.get("total_deferred_tools"), "tool_use_result.total_deferred_tools")
+    else:
+        matches, query, total = references or (), queries.get(call_id, ""), None
+    if not isinstance(query, str):
+        raise MalformedSearch("tool_use_result.query is not text")
+    return query, matches, total
 
 
 def claude_code_search_ids(
@@ -160,7 +189,8 @@ def claude_code_search_ids(
 ) -> set[str]:
     """Ids of the ToolSearch tool_use blocks, and of the results of searches, on one line."""
     reported = record.get("tool_use_result")
-    own = isinstance(reported, dict) and "total_deferred_tools" in reported
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    own = isinstance(reported, dict) and "total_deferred_tools" in reported and len(results) == 1
     found: set[str] = set()
     for block in blocks:
         if block.get("type") == "tool_use" and block.get("name") == CLAUDE_CODE_SEARCH_TOOL:

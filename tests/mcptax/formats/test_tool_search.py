@@ -223,3 +223,44 @@ def test_a_streamed_anthropic_response_in_a_har_adds_up_to_its_message() -> None
         ("tool_search_tool_bm25", "weather", ("get_weather",), 1)
     ]
     assert derived.requests == 1
+
+
+def test_a_malformed_search_sharing_its_line_with_a_call_keeps_the_call() -> None:
+    session = "0aa1"
+    lines = [
+        {
+            "type": "assistant",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:01Z",
+            "message": {
+                "id": "m1",
+                "content": [
+                    {"type": "tool_use", "id": "ts1", "name": "ToolSearch", "input": {"query": 42}},
+                    {"type": "tool_use", "id": "c1", "name": E, "input": {"text": "x"}},
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:02Z",
+            "message": {
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "ts1", "content": "bad query"},
+                    {"type": "tool_result", "tool_use_id": "c1", "content": [{"type": "text", "text": "x"}]},
+                ]
+            },
+        },
+    ]
+    items = list(read_calls([json.dumps(r).encode() + b"\n" for r in lines], "claude-code"))
+    assert_reconciles(items, 2)
+    (call,) = [c for c in items if isinstance(c, ObservedCall)]
+    assert (call.client_call_id, call.result) == (
+        "c1",
+        {"content": [{"type": "text", "text": "x"}], "isError": False},
+    )
+    outcomes = {o.line_no: o.status for o in items if isinstance(o, LineOutcome)}
+    assert outcomes == {1: "call", 2: "call"}
+    # the line's other discovery records stand: its model request and the MCP call
+    (events,) = discovered(items).values()
+    assert [type(e).__name__ for e in events] == ["RequestTurn", "ToolUse"]
