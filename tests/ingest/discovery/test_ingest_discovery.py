@@ -4,11 +4,13 @@ added, the rows are stored once however often the file is read, and the session'
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.urls import reverse
 
 from ingest.capture.models import CaptureSession, ToolCall
 from ingest.discovery.models import DiscoveryLoad, DiscoverySearch, SessionDiscoverySummary
@@ -81,3 +83,13 @@ def test_anthropic_api_traffic_through_the_proxy_and_as_a_har(team, name):
     }
     figures = SessionDiscoverySummary.objects.get()
     assert (figures.total_deferred, figures.calls_without_load) == (3, 1)
+
+
+@pytest.mark.django_db
+def test_the_job_page_says_what_discovery_the_file_added(alice_client, team):
+    summary = ingest("claude_code_tool_search.jsonl")
+    html = alice_client.get(reverse("ingest_job", args=[team.slug, summary["job"]])).content.decode()
+    text = " ".join(re.search(r'id="job-discovery">(.*?)</p>', html, re.S).group(1).split())
+    assert text.startswith(
+        "Tool discovery: 4 searches (1 found nothing), 4 loads (2 never called), 4 calls of deferrable tools, 9 model requests."
+    )
