@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 
 from django.db import transaction
+from django.utils import timezone
 
 from dashboard.teams.models import Team
 from ingest.capture.models import CaptureSession
@@ -174,13 +175,14 @@ def rebuild_session(session: CaptureSession) -> SessionDiscoverySummary:
     )
     figures = derived.counts()
     dates = [e.at for e in session_events(session) if e.at is not None]
+    # A session whose records carry no time (stream-json) counts from when it was first stored.
+    stored = (
+        SessionDiscoverySummary.objects.filter(session=session).values_list("first_at", flat=True).first()
+    )
+    first_at = min(dates) if dates else (stored or timezone.now())
     summary, _ = SessionDiscoverySummary.objects.update_or_create(
         session=session,
-        defaults={
-            "total_deferred": derived.total_deferred,
-            "first_at": min(dates) if dates else None,
-            **{k: v for k, v in figures.items()},
-        },
+        defaults={"total_deferred": derived.total_deferred, "first_at": first_at, **figures},
     )
     return summary
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from ingest.capture.models import CaptureSession, ToolCall
 from ingest.discovery.models import DiscoveryLoad, DiscoverySearch, SessionDiscoverySummary
@@ -92,4 +93,17 @@ def test_the_job_page_says_what_discovery_the_file_added(alice_client, team):
     text = " ".join(re.search(r'id="job-discovery">(.*?)</p>', html, re.S).group(1).split())
     assert text.startswith(
         "Tool discovery: 4 searches (1 found nothing), 4 loads (2 never called), 4 calls of deferrable tools, 9 model requests."
+    )
+
+
+@pytest.mark.django_db
+def test_a_stream_json_session_without_times_counts_from_when_it_was_stored(team):
+    before = timezone.now()
+    summary = ingest("claude_code_stream_tool_search.jsonl")
+    assert summary["discovery"]["searches"] == 3 and summary["discovery"]["loads_never_called"] == 1
+    figures = SessionDiscoverySummary.objects.get()
+    assert figures.first_at >= before and (figures.loads, figures.requests, figures.total_deferred) == (
+        2,
+        5,
+        42,
     )
