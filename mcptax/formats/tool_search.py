@@ -2,12 +2,14 @@
 
 - **Claude Code** transcripts and ``--output-format stream-json``: an assistant ``tool_use``
   named ``ToolSearch`` (input ``{"query", "max_results"}``), the user line's ``tool_result`` whose
-  content lists ``{"type": "tool_reference", "tool_name"}`` blocks, and the line's
-  ``tool_use_result`` ``{"matches", "query", "total_deferred_tools"}`` (the client's own account,
-  preferred when present); ``system`` lines of subtype ``compact_boundary`` with
-  ``compactMetadata.preCompactDiscoveredTools`` (stream-json: ``compact_metadata``,
-  snake case); each assistant ``message.id`` is one model request; ``mcp__`` tool_use blocks
-  are calls of deferrable tools.
+  content lists ``{"type": "tool_reference", "tool_name"}`` blocks, and the line's account
+  ``toolUseResult`` (stream-json: ``tool_use_result``) ``{"matches", "query",
+  "total_deferred_tools"}`` (the client's own, preferred when present; matches as names or
+  ``{"tool_name"}`` objects); ``system`` lines of subtype ``compact_boundary`` with
+  ``compactMetadata.preCompactDiscoveredTools`` (stream-json: ``compact_metadata``); each
+  assistant ``message.id`` is one model request; every other tool_use block is a call (Claude Code
+  defers some of its own tools too, e.g. ``WebSearch``; a call of a tool never loaded counts as
+  eager).
 - **Anthropic Messages API** bodies (through a logging proxy, or a HAR): a ``server_tool_use``
   of ``tool_search_tool_regex`` / ``tool_search_tool_bm25`` with its
   ``tool_search_tool_result`` (content ``tool_search_tool_search_result`` with
@@ -66,9 +68,30 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def _str_list(value: Any, what: str) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+    """Tool names: strings, or objects naming one in ``tool_name`` (both are seen in the wild)."""
+    if not isinstance(value, list):
         raise MalformedSearch(f"{what} is not a list of names")
-    return tuple(value)
+    names = [v.get("tool_name") if isinstance(v, dict) else v for v in value]
+    if not all(isinstance(n, str) and n for n in names):
+        raise MalformedSearch(f"{what} is not a list of names")
+    return tuple(names)  # type: ignore[arg-type]
+
+
+# The line's own account of a ToolSearch: ``toolUseResult`` in transcripts, ``tool_use_result``
+# in stream-json.
+ACCOUNT_KEYS = ("toolUseResult", "tool_use_result")
+
+
+def _account(record: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(key, value) of the line's ToolSearch account: a ``total_deferred_tools``, or ``matches``
+    with a text ``query`` (other tools' results use the same field, e.g. a search's match count)."""
+    for key in ACCOUNT_KEYS:
+        value = record.get(key)
+        if isinstance(value, dict) and (
+            "total_deferred_tools" in value or (isinstance(value.get("query"), str) and "matches" in value)
+        ):
+            return key, value
+    return None
 
 
 def _count(value: Any, what: str) -> int | None:
@@ -121,7 +144,7 @@ def claude_code_assistant(
                 queries[call_id] = query
             else:
                 problem = problem or "ToolSearch input has no query"
-        elif name.startswith(MCP_PREFIX):
+        else:
             events.append(ToolUse(call_id, at, name, line_no * 1000 + position))
     if problem:
         raise MalformedSearch(problem, events)
@@ -136,16 +159,15 @@ def claude_code_user(
     queries: dict[str, str],
 ) -> list[DiscoveryEvent]:
     """The searches whose results a user line carries: results of a ToolSearch read before, or
-    holding ``tool_reference`` blocks; the line's ``tool_use_result`` is the client's account of
-    its one search. Raises MalformedSearch (holding the line's other searches) for a search whose
+    holding ``tool_reference`` blocks; the line's account (``ACCOUNT_KEYS``) is the client's own
+    of its one search. Raises MalformedSearch (holding the line's other searches) for a search whose
     account or references cannot be read."""
     results = [
         (position, block)
         for position, block in enumerate(blocks, start=1)
         if block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str)
     ]
-    reported = record.get("tool_use_result")
-    own = reported if isinstance(reported, dict) and "total_deferred_tools" in reported else None
+    own = _account(record)
     events: list[DiscoveryEvent] = []
     problem = None
     for position, block in results:
@@ -166,7 +188,7 @@ def claude_code_user(
 
 
 def _claude_code_search(
-    block: dict[str, Any], own: dict[str, Any] | None, queries: dict[str, str]
+    block: dict[str, Any], own: tuple[str, dict[str, Any]] | None, queries: dict[str, str]
 ) -> tuple[str, tuple[str, ...], int | None] | None:
     """(query, matches, deferred total) of one tool_result that is a search's, else None."""
     call_id = str(block["tool_use_id"])
@@ -174,23 +196,22 @@ def _claude_code_search(
     if call_id not in queries and references is None and own is None:
         return None
     if own is not None:
-        matches = _str_list(own.get("matches"), "tool_use_result.matches")
-        query = own.get("query", queries.get(call_id, ""))
-        total = _count(own.get("total_deferred_tools"), "tool_use_result.total_deferred_tools")
-    else:
-        matches, query, total = references or (), queries.get(call_id, ""), None
-    if not isinstance(query, str):
-        raise MalformedSearch("tool_use_result.query is not text")
-    return query, matches, total
+        key, account = own
+        matches = _str_list(account.get("matches"), f"{key}.matches")
+        query = account.get("query", queries.get(call_id, ""))
+        total = _count(account.get("total_deferred_tools"), f"{key}.total_deferred_tools")
+        if not isinstance(query, str):
+            raise MalformedSearch(f"{key}.query is not text")
+        return query, matches, total
+    return queries.get(call_id, ""), references or (), None
 
 
 def claude_code_search_ids(
     blocks: list[dict[str, Any]], record: dict[str, Any], queries: dict[str, str]
 ) -> set[str]:
     """Ids of the ToolSearch tool_use blocks, and of the results of searches, on one line."""
-    reported = record.get("tool_use_result")
     results = [b for b in blocks if b.get("type") == "tool_result"]
-    own = isinstance(reported, dict) and "total_deferred_tools" in reported and len(results) == 1
+    own = _account(record) is not None and len(results) == 1
     found: set[str] = set()
     for block in blocks:
         if block.get("type") == "tool_use" and block.get("name") == CLAUDE_CODE_SEARCH_TOOL:

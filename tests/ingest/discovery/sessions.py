@@ -50,7 +50,7 @@ class Transcript:
         self._line(
             "user",
             [{"type": "tool_result", "tool_use_id": use, "content": content}],
-            tool_use_result={"matches": list(matches), "query": query, "total_deferred_tools": 30},
+            toolUseResult={"matches": list(matches), "query": query, "total_deferred_tools": 30},
         )
         return self
 

@@ -62,7 +62,7 @@ def test_transcript_discovery_is_reported_and_stored_once(team):
 def test_a_malformed_tool_search_line_is_quarantined_with_its_reason(team):
     summary = ingest("claude_code_tool_search_malformed.jsonl")
     assert summary["quarantined_reasons"] == {
-        "malformed_tool_search: tool_use_result.matches is not a list of names": 1
+        "malformed_tool_search: toolUseResult.matches is not a list of names": 1
     }
     assert summary["calls_stored"] == 2
     assert summary["discovery"]["searches"] == 0 and summary["discovery"]["calls"] == 2
@@ -92,7 +92,7 @@ def test_the_job_page_says_what_discovery_the_file_added(alice_client, team):
     html = alice_client.get(reverse("ingest_job", args=[team.slug, summary["job"]])).content.decode()
     text = " ".join(re.search(r'id="job-discovery">(.*?)</p>', html, re.S).group(1).split())
     assert text.startswith(
-        "Tool discovery: 4 searches (1 found nothing), 4 loads (2 never called), 4 calls of deferrable tools, 9 model requests."
+        "Tool discovery: 4 searches (1 found nothing), 4 loads (2 never called), 4 tool calls, 9 model requests."
     )
 
 

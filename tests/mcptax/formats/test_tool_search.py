@@ -99,7 +99,7 @@ def test_a_malformed_tool_search_line_is_quarantined_and_the_other_calls_stay() 
     assert_reconciles(items, 6)
     outcomes = {o.line_no: o for o in items if isinstance(o, LineOutcome)}
     assert outcomes[4].status == "quarantined"
-    assert outcomes[4].reason == "malformed_tool_search: tool_use_result.matches is not a list of names"
+    assert outcomes[4].reason == "malformed_tool_search: toolUseResult.matches is not a list of names"
     assert sorted(c.client_call_id for c in items if isinstance(c, ObservedCall)) == ["toolu_m1", "toolu_m2"]
     (events,) = discovered(items).values()
     assert not [e for e in events if isinstance(e, ToolSearch)]
@@ -264,3 +264,67 @@ def test_a_malformed_search_sharing_its_line_with_a_call_keeps_the_call() -> Non
     # the line's other discovery records stand: its model request and the MCP call
     (events,) = discovered(items).values()
     assert [type(e).__name__ for e in events] == ["RequestTurn", "ToolUse"]
+
+
+def test_matches_as_objects_and_a_deferred_built_in_tool_called_after_its_load() -> None:
+    """Some versions write matches as {"tool_name"} objects; Claude Code defers some of its own
+    tools (WebSearch), whose call then follows the load like an MCP tool's."""
+    session = "0bb2"
+    lines = [
+        {
+            "type": "assistant",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:01Z",
+            "message": {
+                "id": "m1",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "ts1",
+                        "name": "ToolSearch",
+                        "input": {"query": "select:WebSearch"},
+                    }
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:02Z",
+            "toolUseResult": {
+                "matches": [{"tool_name": "WebSearch"}],
+                "query": "select:WebSearch",
+                "total_deferred_tools": 21,
+            },
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "ts1",
+                        "content": [{"type": "text", "text": "found"}],
+                    }
+                ]
+            },
+        },
+        {
+            "type": "assistant",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:03Z",
+            "message": {
+                "id": "m2",
+                "content": [
+                    {"type": "tool_use", "id": "w1", "name": "WebSearch", "input": {"query": "mcp"}},
+                    {"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": "ls"}},
+                ],
+            },
+        },
+    ]
+    items = list(read_calls([json.dumps(r).encode() + b"\n" for r in lines], "claude-code"))
+    (events,) = discovered(items).values()
+    derived = derive(events)
+    assert [(s.query, s.matches, s.total_deferred) for s in derived.searches] == [
+        ("select:WebSearch", ("WebSearch",), 21)
+    ]
+    assert [(load.tool, load.called, load.requests_after) for load in derived.loads] == [("WebSearch", 1, 1)]
+    # Bash was never loaded: an eager tool
+    assert [c.tool for c in derived.calls_without_load] == ["Bash"]
