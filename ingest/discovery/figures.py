@@ -17,6 +17,7 @@ docs/methodology.md ("Discovery") defines each figure with its source.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -80,22 +81,32 @@ class Catalog:
 
     def costs(self, servers: Iterable[str], client: str) -> dict[str, ServerCost]:
         keys = tuple(sorted(k for k in set(servers) if k in self.snapshots))
-        ids = tuple(self.snapshots[k].pk for k in keys)
-        return dict(zip(keys, _stack_costs(ids, client, self.encoding), strict=True))
+        # Keyed by content, not only by row: a snapshot's tools never change, but its id may be
+        # reused once it is deleted.
+        stack = tuple(
+            (
+                self.snapshots[k].pk,
+                self.snapshots[k].sha256,
+                self.servers[k].name,
+                self.snapshots[k].instructions,
+            )
+            for k in keys
+        )
+        return dict(zip(keys, _stack_costs(stack, client, self.encoding), strict=True))
 
 
 @lru_cache(maxsize=256)
-def _stack_costs(snapshot_ids: tuple[int, ...], client: str, encoding: str) -> tuple[ServerCost, ...]:
-    snapshots = {
-        s.pk: s for s in Snapshot.objects.filter(pk__in=snapshot_ids).select_related("server", "document")
-    }
-    stack = [
-        loading.ServerTools(
-            snapshots[i].server.name, snapshots[i].tools_raw, snapshots[i].instructions or None
-        )
-        for i in snapshot_ids
+def _stack_costs(
+    stack: tuple[tuple[int, str, str, str], ...], client: str, encoding: str
+) -> tuple[ServerCost, ...]:
+    documents = dict(
+        Snapshot.objects.filter(pk__in=[pk for pk, *_ in stack]).values_list("pk", "document__raw_json")
+    )
+    servers = [
+        loading.ServerTools(name, json.loads(documents[pk]), instructions or None)
+        for pk, _, name, instructions in stack
     ]
-    figures = loading.stack_figures(stack, client, encoding=encoding, setting=_deferring(client))
+    figures = loading.stack_figures(servers, client, encoding=encoding, setting=_deferring(client))
     out = []
     for row in figures.servers:
         eager = row.modes[loading.Mode.EAGER]
