@@ -216,6 +216,21 @@ def missed_before_call(session: SessionDiscovery, server_of: Mapping[str, str]) 
     return found
 
 
+def eager_saving_per_session(
+    entry: int, definition: int, sessions: Sequence[tuple[int, Sequence[int]]]
+) -> int:
+    """What keeping one tool eager saves per session, on average over ``sessions`` (each its
+    requests and the requests after each of the tool's loads); negative when eager costs more.
+
+    Deferred, a session pays the tool's name-list ``entry`` in every request and its ``definition``
+    in the requests after each load; eager, its definition in every request.
+    """
+    if not sessions:
+        return 0
+    total = sum(entry * requests + definition * (sum(afters) - requests) for requests, afters in sessions)
+    return round(total / len(sessions))
+
+
 def rate_points(rate: float | None) -> float | None:
     """A rate as percentage points, one decimal (what alerts and pages compare)."""
     return None if rate is None else round(100 * rate, 1)

@@ -26,7 +26,7 @@ from ingest.discovery.models import DiscoveryCall, DiscoveryLoad
 from ingest.discovery.store import derive_session
 from mcptax import loading
 from mcptax.advice import Advice, by_saving, instructions_advice
-from mcptax.discovery import missed_before_call
+from mcptax.discovery import eager_saving_per_session, missed_before_call
 
 KEEP_EAGER = "keep_eager"
 REMOVE_UNUSED = "remove_unused"
@@ -97,12 +97,11 @@ def _keep_eager(catalog: Catalog, key: str, touching: Sequence[SessionCost]) -> 
         if 100 * len(called) <= settings.DISCOVERY_KEEP_EAGER_PERCENT * len(touching):
             continue
         cost = catalog.costs(touching[0].servers, touching[0].client)[key]
-        definition, entry = cost.load_tokens.get(tool, 0), cost.name_entry.get(tool, 0)
-        change = 0
-        for c in touching:
-            afters = sessions.get(c.session.pk, [0, []])[1]
-            change += entry * c.summary.requests + definition * sum(afters) - definition * c.summary.requests
-        saving = round(change / len(touching))
+        saving = eager_saving_per_session(
+            cost.name_entry.get(tool, 0),
+            cost.load_tokens.get(tool, 0),
+            [(c.summary.requests, sessions.get(c.session.pk, [0, []])[1]) for c in touching],
+        )
         out.append(
             Advice(
                 KEEP_EAGER,

@@ -10,6 +10,7 @@ from mcptax.discovery import (
     ToolSearch,
     ToolUse,
     derive,
+    eager_saving_per_session,
     missed_before_call,
     select_names,
 )
@@ -118,3 +119,10 @@ def test_dated_sessions_go_by_time_then_position() -> None:
     derived = derive(events)
     assert (derived.loads[0].called, derived.loads[0].requests_after) == (1, 1)
     assert derived.calls_without_load == []
+
+
+def test_eager_saving_per_session() -> None:
+    # entry 5, definition 40; a session of 10 requests loading it before the 3rd (8 after), and one
+    # of 4 requests that never loaded it: (50 + 320 - 400) and (20 + 0 - 160), averaged
+    assert eager_saving_per_session(5, 40, [(10, [8]), (4, [])]) == -85
+    assert eager_saving_per_session(5, 40, []) == 0
