@@ -173,44 +173,48 @@ def parse(
                         kind="response", message=response, direction="s2c", client_call_id=call_id, **common
                     )
                 )
-        searches = tool_search.claude_code_search_ids(blocks, record, queries)
-        try:
-            found = _discovery(kind, record, message, blocks, ts, line.line_no, queries)
-            problem = None
-        except tool_search.MalformedSearch as exc:
-            found, problem = exc.events, f"malformed_tool_search: {exc}"
-        others = [f for f in frames if f.kind != "usage" and f.client_call_id not in searches]
-        if problem is not None and not others:
-            yield quarantine(line, problem)
-            continue
-        if not frames:
-            event = ignore(line, "not_a_tool_call")
-        elif session is None:
-            yield quarantine(line, "missing_field:sessionId")
-            continue
-        else:
-            event = frames_event(line, frames, notes=(problem,) if problem else ())
-        if session is not None:
-            event.discovery = tuple((session, e) for e in found)
-        yield event
+        yield _line_event(line, kind, record, frames, session, queries)
     if state is not None:
         state["last_session"] = last_session
         state["tool_searches"] = queries
 
 
-def _discovery(
+def _line_event(
+    line: RawLine,
     kind: str,
     record: dict[str, Any],
-    message: dict[str, Any],
-    blocks: list[dict[str, Any]],
-    ts: str | None,
-    line_no: int,
+    frames: list[Frame],
+    session: str | None,
     queries: dict[str, str],
-) -> list[DiscoveryEvent]:
-    at = tool_search.parse_time(ts)
-    if kind == "assistant":
-        return tool_search.claude_code_assistant(message, blocks, at, line_no, queries)
-    return tool_search.claude_code_user(record, blocks, at, line_no, queries)
+) -> LineEvent:
+    """The line's event: its frames, with the discovery records it shows; a ToolSearch we cannot
+    read quarantines the line when it holds nothing else, and is a note beside other calls."""
+    message: dict[str, Any] = record["message"]
+    content = message.get("content")
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    searches = tool_search.claude_code_search_ids(blocks, record, queries)
+    at = tool_search.parse_time(str_or_none(record.get("timestamp")))
+    found: list[DiscoveryEvent]
+    try:
+        if kind == "assistant":
+            found = tool_search.claude_code_assistant(message, blocks, at, line.line_no, queries)
+        else:
+            found = tool_search.claude_code_user(record, blocks, at, line.line_no, queries)
+        problem = None
+    except tool_search.MalformedSearch as exc:
+        found, problem = exc.events, f"malformed_tool_search: {exc}"
+    others = [f for f in frames if f.kind != "usage" and f.client_call_id not in searches]
+    if problem is not None and not others:
+        return quarantine(line, problem)
+    if not frames:
+        event = ignore(line, "not_a_tool_call")
+    elif session is None:
+        return quarantine(line, "missing_field:sessionId")
+    else:
+        event = frames_event(line, frames, notes=(problem,) if problem else ())
+    if session is not None:
+        event.discovery = tuple((session, e) for e in found)
+    return event
 
 
 def _meta_line(line: RawLine, record: dict[str, Any], session: str | None) -> LineEvent:
