@@ -313,6 +313,19 @@ INGEST_RANGE_BYTES = env_int("INGEST_RANGE_BYTES", 64 * 1024 * 1024)
 # many times, after INGEST_RETRY_BASE_SECONDS, doubling each time; refused input is never retried.
 INGEST_RETRY_MAX = env_int("INGEST_RETRY_MAX", 3)
 INGEST_RETRY_BASE_SECONDS = env_int("INGEST_RETRY_BASE_SECONDS", 30)
+# Tool discovery (docs/methodology.md, "Discovery"): advice from the team's sessions, and the alert
+# on a release after which a tool's load-to-call rate falls.
+# "Keep eager": a tool called in more than this share (%) of the deferring sessions touching its server.
+DISCOVERY_KEEP_EAGER_PERCENT = env_int("DISCOVERY_KEEP_EAGER_PERCENT", 50)
+# "Remove or merge": a tool never loaded nor called in the last N deferring sessions touching its server.
+DISCOVERY_UNUSED_SESSIONS = env_int("DISCOVERY_UNUSED_SESSIONS", 20)
+# Advice needs at least this many deferring sessions touching the server.
+DISCOVERY_MIN_SESSIONS = env_int("DISCOVERY_MIN_SESSIONS", 3)
+# Alert when a tool's load-to-call rate after a release is this many points below the rate before,
+# each side over at least DISCOVERY_RATE_MIN_LOADS loads (within DISCOVERY_RATE_WINDOW_DAYS of it).
+DISCOVERY_RATE_DROP_POINTS = env_int("DISCOVERY_RATE_DROP_POINTS", 20)
+DISCOVERY_RATE_MIN_LOADS = env_int("DISCOVERY_RATE_MIN_LOADS", 5)
+DISCOVERY_RATE_WINDOW_DAYS = env_int("DISCOVERY_RATE_WINDOW_DAYS", 30)
 # Requests made on a user's behalf (HTTP MCP servers, channels, reference documents) never reach
 # loopback, private, link-local, CGNAT, multicast or reserved addresses, except inside these
 # networks (comma-separated CIDR, e.g. "10.20.0.0/16" for an internal MCP gateway).

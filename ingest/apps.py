@@ -23,5 +23,10 @@ class IngestConfig(AppConfig):
         post_delete.connect(
             costs.on_price_changed, sender=ModelPrice, dispatch_uid="ingest.fidelity.costs.delete"
         )
+        # Tool-discovery records the ingest reads beside calls (capture does not import discovery).
+        from ingest.capture.pipeline.sinks import register_discovery_sink
+        from ingest.discovery.store import IngestSink
+
+        register_discovery_sink(IngestSink())
         # The health page's ingest errors and expired leases.
         health.register(INGEST_HEALTH)

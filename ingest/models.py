@@ -13,6 +13,14 @@ from ingest.capture.models import (
     WatchedFile,
     WatchedFolder,
 )
+from ingest.discovery.models import (
+    DiscoveryCall,
+    DiscoveryCompaction,
+    DiscoveryLoad,
+    DiscoveryRequest,
+    DiscoverySearch,
+    SessionDiscoverySummary,
+)
 from ingest.fidelity.models import (
     FidelityDaily,
     ModelPrice,
@@ -26,12 +34,18 @@ __all__ = [
     "BulkArgument",
     "BulkContent",
     "CaptureSession",
+    "DiscoveryCall",
+    "DiscoveryCompaction",
+    "DiscoveryLoad",
+    "DiscoveryRequest",
+    "DiscoverySearch",
     "FidelityDaily",
     "IngestJob",
     "LineRecord",
     "ModelPrice",
     "ReferenceDocument",
     "ReferenceFingerprint",
+    "SessionDiscoverySummary",
     "SizeBucket",
     "TeamCaptureSettings",
     "ToolCall",

@@ -87,6 +87,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     disabled: bool = False
     placeholders: list[str] = field(default_factory=list)
+    always_load: bool = False  # Claude Code's `alwaysLoad`: never deferred behind tool search
     # Why the entry is imported switched off when the file itself does not say so (a placeholder).
     disabled_reason: str = ""
     # What the entry holds that is kept on the developer's machine, never read (an env file).
@@ -112,6 +113,8 @@ class StackSpec:
     servers: list[ServerSpec]
     scope: str | None = None
     skipped: list[SkippedEntry] = field(default_factory=list)
+    # ENABLE_TOOL_SEARCH from the file's `env` (Claude Code settings), kept as written.
+    tool_search: str | None = None
 
     def name(self, base: str) -> str:
         return self.scope if self.scope else base
@@ -244,6 +247,9 @@ def parse_config(data: Any, *, client: str | None = None) -> list[StackSpec]:
         stacks.append(_stack("plugin", data, _json_entry))
     if not stacks:
         raise ConfigError(_unknown("no MCP server list found"))
+    tool_search = _tool_search(data)
+    for stack in stacks:
+        stack.tool_search = tool_search
     return stacks
 
 
@@ -286,6 +292,15 @@ def _is_goose(extensions: Any) -> bool:
         isinstance(e, dict) and ("cmd" in e or "type" in e or isinstance(e.get("config"), dict))
         for e in extensions.values()
     )
+
+
+def _tool_search(data: dict[str, Any]) -> str | None:
+    """Claude Code's ENABLE_TOOL_SEARCH, from a settings file's (or ~/.claude.json's) `env`."""
+    env = data.get("env")
+    if isinstance(env, dict) and isinstance(env.get("ENABLE_TOOL_SEARCH"), str | bool | int):
+        value = env["ENABLE_TOOL_SEARCH"]
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    return None
 
 
 def _unknown(what: str) -> str:
@@ -399,6 +414,7 @@ def _json_entry(name: str, entry: dict[str, Any], bare_url: str = "http") -> Ser
         raise EntryError("needs a 'command' (stdio) or a 'url'/'httpUrl' (HTTP or SSE)")
     spec.headers = _str_map(name, "headers", entry.get("headers"))
     spec.disabled = spec.disabled or _disabled(entry)
+    spec.always_load = entry.get("alwaysLoad") is True
     if entry.get("envFile"):
         spec.notes.append(
             f"env file {entry['envFile']} is not read: its values stay on the developer's machine"

@@ -39,11 +39,14 @@ class Measure(models.TextChoices):
     AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate (minimum %)"
     DAMAGED_ARRIVALS = "damaged_arrivals", "Damaged arrivals for a tool (truncated or dropped elements)"
     PASTE_COST_PER_DAY = "paste_cost_per_day", "Paste cost per day (USD)"
+    # Tool discovery: a release after which a tool's load-to-call rate fell (points), from settings.
+    LOAD_TO_CALL_DROP = "load_to_call_drop", "Load-to-call rate drop after a release (points)"
 
 
 # The unit each measure is counted in; every other measure counts tokens.
 MEASURE_UNITS: dict[str, str] = {
     Measure.RELEASE_GROWTH_PCT: "%",
+    Measure.LOAD_TO_CALL_DROP: "points",
     Measure.AGENT_EXACT_RATE: "%",
     Measure.PASTE_COST_PER_DAY: "USD",
     Measure.DAMAGED_ARRIVALS: "arrivals",
@@ -60,6 +63,8 @@ def format_measure(value: float, measure: str) -> str:
         return f"${value:,.2f}"
     if unit == "arrivals":
         return f"{value:,.0f} arrival{'' if value == 1 else 's'}"
+    if unit == "points":
+        return f"{value:,.1f} points"
     return f"{value:,.0f} tokens"
 
 

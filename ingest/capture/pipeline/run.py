@@ -23,10 +23,19 @@ from ingest.capture.pipeline.calls import CallStore
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail, is_transient
 from ingest.capture.pipeline.limits import InputTooLarge, keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
+from ingest.capture.pipeline.sinks import discovery_sink
 from ingest.capture.signals import calls_ingested
 from ingest.capture.storage import open_job_input
 from mcptax.formats import DOCUMENT_FORMATS
-from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, LongLine, ObservedCall
+from mcptax.formats.records import (
+    CALL,
+    DUPLICATE,
+    QUARANTINED,
+    Discovered,
+    LineOutcome,
+    LongLine,
+    ObservedCall,
+)
 
 logger = logging.getLogger(__name__)
 Enqueue = Callable[[int], Any]
@@ -45,6 +54,7 @@ def batch_limits() -> tuple[int, int, int]:
 class _Batch:
     calls: list[ObservedCall] = field(default_factory=list)
     outcomes: list[LineOutcome] = field(default_factory=list)
+    discovered: list[Discovered] = field(default_factory=list)
     argument_bytes: int = 0
 
     def full(self, limits: tuple[int, int, int]) -> bool:
@@ -92,13 +102,16 @@ class Run:
         self.ignored_reasons: Counter[str] = Counter(job.ignored_reasons or {})
         self.quarantined_reasons: Counter[str] = Counter(job.quarantined_reasons or {})
         self.limits = batch_limits()
+        self.discovery: Counter[str] = Counter(job.discovery_counts or {})
 
-    def consume(self, items: Iterable[ObservedCall | LineOutcome], lines: Lines) -> None:
+    def consume(self, items: Iterable[ObservedCall | LineOutcome | Discovered], lines: Lines) -> None:
         batch = _Batch()
         for item in items:
             if isinstance(item, ObservedCall):
                 batch.calls.append(item)
                 batch.argument_bytes += item.arguments_raw_bytes
+            elif isinstance(item, Discovered):
+                batch.discovered.append(item)
             else:
                 batch.outcomes.append(item)
             if batch.full(self.limits):
@@ -109,8 +122,12 @@ class Run:
     def flush(self, batch: _Batch, bytes_done: int) -> None:
         with transaction.atomic():
             signal_ids = self.store.store(batch.calls)
+            loaded = self._record_discovery(batch.discovered)
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
+        sink = discovery_sink()
+        if loaded and sink is not None:
+            sink.after_batch(self.team, loaded)
         if signal_ids:
             # The rows just written and their contents' texts, so the fidelity step need not read
             # them back.
@@ -124,6 +141,23 @@ class Run:
                 arguments=self.store.arguments,
             )
         self.store.forget_batch()
+
+    def _record_discovery(self, found: list[Discovered]) -> set[str]:
+        """Each session's discovery records of the batch, stored once (idempotent by record key);
+        the tools of the sessions whose loads changed (for the load-to-call alert)."""
+        sink = discovery_sink()
+        if sink is None or not found:
+            return set()
+        by_session: dict[tuple[str, str], list[Any]] = {}
+        for item in found:
+            by_session.setdefault((item.format, item.session_key), []).extend(item.events)
+        changed: set[str] = set()
+        for (format, session_key), events in by_session.items():
+            counts = sink.record(self.store.session_for(format, session_key), events)
+            self.discovery.update(counts)
+            if counts.get("loads") or counts.get("calls") or counts.get("searches"):
+                changed.update(_tools_of(events))
+        return changed
 
     # -- lines -------------------------------------------------------------------------------------
 
@@ -209,6 +243,7 @@ class Run:
             **self.counts,
             lines_read=sum(self.counts.values()),
             calls_stored=self.store.calls_stored,
+            discovery_counts=dict(self.discovery),
             ignored_reasons=dict(self.ignored_reasons),
             quarantined_reasons=dict(self.quarantined_reasons),
             watermark=self.watermark,
@@ -238,6 +273,17 @@ class Run:
                 extra["error"] = f"accounting error: {lines_in_input} lines read but {settled} settled"
                 logger.error("ingest job %s: %s", self.job.pk, extra["error"])
         self._save_progress(bytes_done, **extra)
+
+
+def _tools_of(events: Iterable[Any]) -> set[str]:
+    """The tools discovery records load (a search's matches) or call."""
+    found: set[str] = set()
+    for event in events:
+        found.update(getattr(event, "matches", ()))
+        tool = getattr(event, "tool", None)
+        if isinstance(tool, str):
+            found.add(tool)
+    return found
 
 
 def verdict_counts(job: IngestJob) -> dict[str, int]:
