@@ -23,6 +23,7 @@ from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.teams.models import Team
 from dashboard.teams.permissions import Action, Role, allows
 from dashboard.teams.validators import NAME_RULE, has_control
+from mcptax import loading
 from mcptax.clientconfig import PLACEHOLDER, ConfigError, ServerSpec, StackSpec, parse_config_text
 
 __all__ = ["SHELL", "ConfigError", "Importer", "StackImport", "import_config_text"]
@@ -96,6 +97,12 @@ def import_config_text(
     specs = parse_config_text(text, filename)
     _refuse_inward_urls(specs)
     for spec in specs:
+        if spec.tool_search:
+            try:
+                loading.parse_setting("claude-code", spec.tool_search)
+            except loading.BadSetting as exc:
+                raise ConfigError(f"Nothing was imported: env {exc}") from exc
+    for spec in specs:
         for what, name in [
             ("stack", spec.name(stack_name or filename)),
             *(("server", s.name) for s in spec.servers),
@@ -152,6 +159,10 @@ def _import_stack(team: Team, spec: StackSpec, name: str, source: str, importer:
             result.placeholders[server.name] = server_spec.placeholders
         members.append(server)
     stack.servers.set(members)
+    always = {s.name[:NAME_MAX] for s in spec.servers if s.always_load}
+    stack.always_load.set([m for m in members if m.name in always])
+    # A re-import follows the file: a file without the variable leaves the team's setting in force.
+    stack.tool_search = spec.tool_search or ""
     stack.source = source or stack.source
     stack.unresolved_placeholders = [f"{n}: {p}" for n, found in result.placeholders.items() for p in found]
     stack.save()

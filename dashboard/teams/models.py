@@ -44,6 +44,10 @@ class Team(models.Model):
     anthropic_model = models.CharField(
         max_length=100, blank=True, default="claude-sonnet-4-5", help_text="Model the provider counts for."
     )
+    # The client whose loading mode the pages lead with (mcptax.loading.PRESETS), and the team's
+    # ENABLE_TOOL_SEARCH for Claude Code (blank: unset, which recent releases treat as "defer").
+    loading_client = models.CharField(max_length=30, default="claude-code")
+    tool_search = models.CharField("ENABLE_TOOL_SEARCH", max_length=20, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     objects = TeamQuerySet.as_manager()
