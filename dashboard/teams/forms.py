@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from dashboard.teams.models import Membership
 from dashboard.teams.validators import validate_name
-from mcptax import tokens
+from mcptax import loading, tokens
 
 
 class ApiTokenForm(forms.Form):
@@ -73,6 +73,19 @@ class CountingForm(forms.Form):
     context_window = forms.IntegerField(
         min_value=1000, max_value=10_000_000, help_text="tokens; the fixed tax is shown as a share of it"
     )
+    loading_client = forms.ChoiceField(
+        choices=[(c, p.label) for c, p in loading.PRESETS.items()],
+        required=False,
+        label="Client",
+        help_text="whose loading mode the pages lead with (eager or deferred behind tool search)",
+    )
+    tool_search = forms.CharField(
+        required=False,
+        max_length=20,
+        label="ENABLE_TOOL_SEARCH",
+        help_text="Claude Code's setting: auto, auto:N, true or false; empty: unset (recent releases "
+        "defer); a stack imported with its own value keeps it",
+    )
     anthropic_model = forms.CharField(
         max_length=100,
         validators=[validate_name],
@@ -87,6 +100,14 @@ class CountingForm(forms.Form):
         help_text="encrypted at rest, never shown back; leave empty to keep the stored one",
     )
     remove_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    def clean_tool_search(self) -> str:
+        value = str(self.cleaned_data.get("tool_search") or "").strip()
+        try:
+            loading.parse_setting("claude-code", value)
+        except loading.BadSetting as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return value
 
     def tracked(self) -> list[str]:
         """The encodings to track, main one first."""

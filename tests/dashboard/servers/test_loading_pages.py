@@ -157,3 +157,14 @@ def test_a_server_alone_without_a_stack_uses_the_teams_setting(alice_client, tea
     html = alice_client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
     row = re.search(r'<tr data-client="claude-code".*?</tr>', html, re.S).group(0)
     assert 'data-mode="deferred"' in row  # unset ENABLE_TOOL_SEARCH: recent releases defer
+
+
+def test_team_settings_choose_the_client_and_refuse_a_bad_enable_tool_search(alice_client, team):
+    url = reverse("team_counting", args=[team.slug])
+    form = {"main_encoding": "cl100k_base", "context_window": "200000", "anthropic_model": "claude-sonnet-4-5"}
+    refused = alice_client.post(url, {**form, "loading_client": "claude-code", "tool_search": "auto:200"})
+    assert refused.status_code == 400 and b"between 0 and 100" in refused.content
+    saved = alice_client.post(url, {**form, "loading_client": "openai-tool-search", "tool_search": "auto:5"})
+    assert saved.status_code == 302
+    team.refresh_from_db()
+    assert (team.loading_client, team.tool_search) == ("openai-tool-search", "auto:5")
