@@ -161,10 +161,37 @@ def test_a_server_alone_without_a_stack_uses_the_teams_setting(alice_client, tea
 
 def test_team_settings_choose_the_client_and_refuse_a_bad_enable_tool_search(alice_client, team):
     url = reverse("team_counting", args=[team.slug])
-    form = {"main_encoding": "cl100k_base", "context_window": "200000", "anthropic_model": "claude-sonnet-4-5"}
+    form = {
+        "main_encoding": "cl100k_base",
+        "context_window": "200000",
+        "anthropic_model": "claude-sonnet-4-5",
+    }
     refused = alice_client.post(url, {**form, "loading_client": "claude-code", "tool_search": "auto:200"})
     assert refused.status_code == 400 and b"between 0 and 100" in refused.content
     saved = alice_client.post(url, {**form, "loading_client": "openai-tool-search", "tool_search": "auto:5"})
     assert saved.status_code == 302
     team.refresh_from_db()
     assert (team.loading_client, team.tool_search) == ("openai-tool-search", "auto:5")
+
+
+def test_the_api_gives_each_server_and_stack_its_modes(client, team, stack):
+    from dashboard.teams.models import ApiToken
+
+    _, token = ApiToken.issue(team, "ci")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+    (stack_out,) = client.get("/api/v1/stacks", **auth).json()
+    assert stack_out["always_load"] == ["docs"] and stack_out["tool_search"] == "auto:10"
+    figures = stack_out["loading"]
+    deferred = claude_tax("docs", DOCS) + listing("cluster", BIG) + n(compact(CLAUDE_CODE_TOOL_SEARCH))
+    assert (figures["mode"], figures["upfront"]) == ("deferred", deferred)
+    assert figures["threshold"]["crosses"] is True and figures["threshold"]["threshold_tokens"] == 500
+    assert figures["modes"]["eager"]["upfront"] == claude_tax("docs", DOCS) + claude_tax("cluster", BIG)
+    servers = {s["name"]: s for s in client.get("/api/v1/servers", **auth).json()}
+    cluster = servers["cluster"]["loading"]
+    assert (cluster["client"], cluster["mode"]) == ("claude-code", "deferred")  # the team's setting: unset
+    tools = {t["name"]: t for t in cluster["modes"]["deferred"]["tools"]}
+    assert tools["op_3"] == {
+        "name": "op_3",
+        "upfront": n("mcp__cluster__op_3\n"),
+        "load_tokens": _one("cluster", BIG[3]),
+    }
