@@ -82,14 +82,14 @@ def server_thresholds(server: McpServer) -> ThresholdsByMeasure:
     return _merge(rows, "server")
 
 
-def stack_thresholds(stack: Stack) -> dict[str, Threshold]:
+def stack_thresholds(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) -> dict[str, Threshold]:
     rows = Threshold.objects.filter(
         Q(stack=stack) | Q(server__isnull=True, stack__isnull=True),
         team_id=stack.team_id,
         enabled=True,
-        measure=Measure.STACK_FIXED_TAX_TOKENS,
+        measure=measure,
     )
-    return _merge(rows, "stack").get(Measure.STACK_FIXED_TAX_TOKENS, {})
+    return _merge(rows, "stack").get(measure, {})
 
 
 @dataclass
@@ -202,8 +202,8 @@ def server_rule_key(server: McpServer, measure: str) -> str:
     return f"server:{server.pk}:{measure}"
 
 
-def stack_rule_key(stack: Stack) -> str:
-    return f"stack:{stack.pk}:{Measure.STACK_FIXED_TAX_TOKENS}"
+def stack_rule_key(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) -> str:
+    return f"stack:{stack.pk}:{measure}"
 
 
 def describe(result: RuleResult, subject: str) -> str:
@@ -403,6 +403,9 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
             changes.append(change)
         if gone:
             resolved.append(gone)
+        more, gone_too = evaluate_stack_loading(stack, snapshot=snapshot)
+        changes += more
+        resolved += gone_too
     return Evaluation(snapshot.pk, results, changes, resolved)
 
 
@@ -441,6 +444,90 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
     return None, resolve_alert(stack.team, key, snapshot=snapshot, value=value)
 
 
+def evaluate_stack_loading(
+    stack: Stack, snapshot: Snapshot | None = None
+) -> tuple[list[AlertChange], list[Alert]]:
+    """The stack's upfront budget (in its client's mode) and, for a release of a member, whether
+    it moved the stack across Claude Code's deferral threshold (mcptax.loading)."""
+    from dashboard.servers import loading as server_loading
+
+    team = stack.team
+    changes: list[AlertChange] = []
+    resolved: list[Alert] = []
+    figures = server_loading.for_stack(stack, team, team.main_encoding)
+    key = stack_rule_key(stack, Measure.STACK_UPFRONT_TOKENS)
+    by_level = stack_thresholds(stack, Measure.STACK_UPFRONT_TOKENS)
+    result = check_rule(Measure.STACK_UPFRONT_TOKENS, float(figures.upfront), by_level) if figures else None
+    if result is not None and result.breached and figures is not None:
+        detail = f"{figures.client}, {figures.mode}"
+        changes.append(
+            open_or_update_alert(
+                team,
+                key,
+                result.measure,
+                result.level,
+                result.value,
+                result.limit,
+                describe(result, f"Stack {stack.name} ({detail})"),
+                f"stack {stack.name}",
+                stack=stack,
+                threshold=result.threshold,
+                snapshot=snapshot,
+            )
+        )
+    else:
+        gone = resolve_alert(team, key, snapshot=snapshot, value=float(figures.upfront) if figures else None)
+        if gone:
+            resolved.append(gone)
+    crossing = _deferral_crossing(stack, snapshot) if snapshot is not None else None
+    if crossing:
+        changes.append(crossing)
+    return changes, resolved
+
+
+def _deferral_crossing(stack: Stack, snapshot: Snapshot) -> AlertChange | None:
+    """An alert when `snapshot`, a release, put the stack on the other side of Claude Code's
+    `auto` threshold than the release before it: every Claude Code user of the stack on `auto`
+    changes behaviour. One alert per (stack, release), resolved by hand."""
+    from dashboard.servers import loading as server_loading
+
+    if not snapshot.is_release or snapshot.previous is None:
+        return None
+    team = stack.team
+    after = server_loading.for_stack(stack, team, team.main_encoding, "claude-code")
+    before = server_loading.for_stack(
+        stack, team, team.main_encoding, "claude-code", replace={snapshot.server_id: snapshot.previous}
+    )
+    if not (after and before and after.threshold and before.threshold):
+        return None
+    if after.threshold.crosses == before.threshold.crosses:
+        return None
+    key = f"stack:{stack.pk}:{Measure.DEFERRAL_CROSSING}:{snapshot.pk}"
+    if Alert.objects.filter(team=team, rule_key=key).exists():
+        return None  # already told (and maybe resolved by hand): a re-evaluation must not reopen it
+    t = after.threshold
+    now = "defers every MCP tool behind tool search" if t.crosses else "loads every MCP tool schema again"
+    message = (
+        f"Release {snapshot.label} of {snapshot.server.name} moves stack {stack.name} "
+        f"{'across' if t.crosses else 'back under'} Claude Code's deferral threshold: its deferrable "
+        f"schemas go from {before.threshold.deferrable_tokens:,} to {t.deferrable_tokens:,} tokens against "
+        f"{t.threshold_tokens:,} ({t.share_percent:g}% of {t.context_window:,}). Claude Code on "
+        f"ENABLE_TOOL_SEARCH=auto now {now}."
+    )
+    return open_or_update_alert(
+        team,
+        key,
+        Measure.DEFERRAL_CROSSING,
+        Level.WARNING,
+        float(t.deferrable_tokens),
+        float(t.threshold_tokens),
+        message,
+        f"stack {stack.name}",
+        stack=stack,
+        snapshot=snapshot,
+    )
+
+
 def evaluate_server(server: McpServer) -> Evaluation | None:
     """On demand (a threshold changed, the `evaluate` button): judge the current snapshot again."""
     server = McpServer.objects.select_related("current_snapshot").get(pk=server.pk)
@@ -459,6 +546,7 @@ def evaluate_team(team: Team) -> int:
     for stack in team.stacks.filter(servers__isnull=True):
         # Stacks with members were judged with their servers; empty ones resolve here.
         evaluate_stack(stack)
+        evaluate_stack_loading(stack)
     return count
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any
 
 from dashboard.servers.models import McpServer, Snapshot, Stack, ToolsDocument
 from dashboard.teams.models import Team
@@ -63,19 +64,65 @@ def figures(
     return _stack_figures(key, client, encoding, setting, window)
 
 
-def for_stack(stack: Stack, team: Team, encoding: str, client: str | None = None) -> StackLoading | None:
-    """The stack's figures over its polled members (None when none is polled yet)."""
+def for_stack(
+    stack: Stack,
+    team: Team,
+    encoding: str,
+    client: str | None = None,
+    replace: dict[int, Snapshot] | None = None,
+) -> StackLoading | None:
+    """The stack's figures over its polled members (None when none is polled yet); `replace` puts
+    another snapshot in a member's place ({server pk: snapshot}, e.g. the release before)."""
     client = client or client_of(team)
     always = {s.pk for s in stack.always_load.all()}
+    replace = replace or {}
     members = [
-        (m.current_snapshot, m.name, m.pk in always)
+        (replace.get(m.pk, m.current_snapshot), m.name, m.pk in always)
         for m in stack.servers.all()
-        if m.current_snapshot is not None
+        if replace.get(m.pk, m.current_snapshot) is not None
     ]
     if not members:
         return None
     setting = setting_for(team, stack, client)
-    return figures(members, client, encoding=encoding, setting=setting, window=team.context_window)
+    return figures(
+        [(snap, name, always) for snap, name, always in members if snap is not None],
+        client,
+        encoding=encoding,
+        setting=setting,
+        window=team.context_window,
+    )
+
+
+def with_candidate(
+    stack: Stack,
+    team: Team,
+    encoding: str,
+    server: McpServer,
+    tools: list[dict[str, Any]],
+    instructions: str | None,
+) -> StackLoading:
+    """The stack under the team's client with `server`'s tools replaced by a candidate's (the CI
+    gate), not cached: a candidate is no stored snapshot."""
+    client = client_of(team)
+    always = {s.pk for s in stack.always_load.all()}
+    servers = []
+    for member in stack.servers.select_related("current_snapshot__document").order_by("name"):
+        if member.pk == server.pk:
+            servers.append(loading.ServerTools(member.name, tools, instructions, member.pk in always))
+        elif member.current_snapshot is not None:
+            snap = member.current_snapshot
+            servers.append(
+                loading.ServerTools(
+                    member.name, snap.tools_raw, snap.instructions or None, member.pk in always
+                )
+            )
+    return loading.stack_figures(
+        servers,
+        client,
+        encoding=encoding,
+        setting=setting_for(team, stack, client),
+        context_window=team.context_window,
+    )
 
 
 def for_team(servers: Sequence[McpServer], team: Team, encoding: str) -> StackLoading | None:
@@ -93,6 +140,19 @@ def for_team(servers: Sequence[McpServer], team: Team, encoding: str) -> StackLo
         setting=setting_for(team, None, client),
         window=team.context_window,
     )
+
+
+def for_stack_of_one(
+    server: McpServer, snapshot: Snapshot, team: Team, encoding: str, client: str
+) -> ServerLoading:
+    """`snapshot` of `server` on its own under `client` with the team's setting."""
+    return figures(
+        [(snapshot, server.name, False)],
+        client,
+        encoding=encoding,
+        setting=setting_for(team, None, client),
+        window=team.context_window,
+    ).servers[0]
 
 
 def for_server(
