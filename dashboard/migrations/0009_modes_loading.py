@@ -4,40 +4,74 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('dashboard', '0008_defaults_and_alert_resolution'),
+        ("dashboard", "0008_defaults_and_alert_resolution"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='stack',
-            name='always_load',
-            field=models.ManyToManyField(blank=True, related_name='+', to='dashboard.mcpserver'),
+            model_name="stack",
+            name="always_load",
+            field=models.ManyToManyField(blank=True, related_name="+", to="dashboard.mcpserver"),
         ),
         migrations.AddField(
-            model_name='stack',
-            name='tool_search',
-            field=models.CharField(blank=True, help_text="Blank: the team's setting.", max_length=20, verbose_name='ENABLE_TOOL_SEARCH'),
+            model_name="stack",
+            name="tool_search",
+            field=models.CharField(
+                blank=True,
+                help_text="Blank: the team's setting.",
+                max_length=20,
+                verbose_name="ENABLE_TOOL_SEARCH",
+            ),
         ),
         migrations.AddField(
-            model_name='team',
-            name='loading_client',
-            field=models.CharField(blank=True, default='claude-code', max_length=30),
+            model_name="team",
+            name="loading_client",
+            field=models.CharField(blank=True, default="claude-code", max_length=30),
         ),
         migrations.AddField(
-            model_name='team',
-            name='tool_search',
-            field=models.CharField(blank=True, max_length=20, verbose_name='ENABLE_TOOL_SEARCH'),
+            model_name="team",
+            name="tool_search",
+            field=models.CharField(blank=True, max_length=20, verbose_name="ENABLE_TOOL_SEARCH"),
         ),
         migrations.AlterField(
-            model_name='alert',
-            name='measure',
-            field=models.CharField(choices=[('fixed_tax_tokens', 'Fixed tax (tokens)'), ('release_growth_pct', 'Growth per release (%)'), ('release_growth_tokens', 'Growth per release (tokens)'), ('max_tool_tokens', 'Largest single tool (tokens)'), ('instructions_tokens', 'Instructions (tokens)'), ('stack_fixed_tax_tokens', 'Stack fixed tax (tokens)'), ('stack_upfront_tokens', "Stack upfront per request, in its client's mode (tokens)"), ('deferral_crossing', "Crossed Claude Code's deferral threshold"), ('agent_exact_rate', 'Agent exact-match rate (minimum %)'), ('damaged_arrivals', 'Damaged arrivals for a tool (truncated or dropped elements)'), ('paste_cost_per_day', 'Paste cost per day (USD)')], max_length=40),
+            model_name="alert",
+            name="measure",
+            field=models.CharField(
+                choices=[
+                    ("fixed_tax_tokens", "Fixed tax (tokens)"),
+                    ("release_growth_pct", "Growth per release (%)"),
+                    ("release_growth_tokens", "Growth per release (tokens)"),
+                    ("max_tool_tokens", "Largest single tool (tokens)"),
+                    ("instructions_tokens", "Instructions (tokens)"),
+                    ("stack_fixed_tax_tokens", "Stack fixed tax (tokens)"),
+                    ("stack_upfront_tokens", "Stack upfront per request, in its client's mode (tokens)"),
+                    ("deferral_crossing", "Crossed Claude Code's deferral threshold"),
+                    ("agent_exact_rate", "Agent exact-match rate (minimum %)"),
+                    ("damaged_arrivals", "Damaged arrivals for a tool (truncated or dropped elements)"),
+                    ("paste_cost_per_day", "Paste cost per day (USD)"),
+                ],
+                max_length=40,
+            ),
         ),
         migrations.AlterField(
-            model_name='threshold',
-            name='measure',
-            field=models.CharField(choices=[('fixed_tax_tokens', 'Fixed tax (tokens)'), ('release_growth_pct', 'Growth per release (%)'), ('release_growth_tokens', 'Growth per release (tokens)'), ('max_tool_tokens', 'Largest single tool (tokens)'), ('instructions_tokens', 'Instructions (tokens)'), ('stack_fixed_tax_tokens', 'Stack fixed tax (tokens)'), ('stack_upfront_tokens', "Stack upfront per request, in its client's mode (tokens)"), ('deferral_crossing', "Crossed Claude Code's deferral threshold"), ('agent_exact_rate', 'Agent exact-match rate (minimum %)'), ('damaged_arrivals', 'Damaged arrivals for a tool (truncated or dropped elements)'), ('paste_cost_per_day', 'Paste cost per day (USD)')], max_length=40),
+            model_name="threshold",
+            name="measure",
+            field=models.CharField(
+                choices=[
+                    ("fixed_tax_tokens", "Fixed tax (tokens)"),
+                    ("release_growth_pct", "Growth per release (%)"),
+                    ("release_growth_tokens", "Growth per release (tokens)"),
+                    ("max_tool_tokens", "Largest single tool (tokens)"),
+                    ("instructions_tokens", "Instructions (tokens)"),
+                    ("stack_fixed_tax_tokens", "Stack fixed tax (tokens)"),
+                    ("stack_upfront_tokens", "Stack upfront per request, in its client's mode (tokens)"),
+                    ("deferral_crossing", "Crossed Claude Code's deferral threshold"),
+                    ("agent_exact_rate", "Agent exact-match rate (minimum %)"),
+                    ("damaged_arrivals", "Damaged arrivals for a tool (truncated or dropped elements)"),
+                    ("paste_cost_per_day", "Paste cost per day (USD)"),
+                ],
+                max_length=40,
+            ),
         ),
     ]
