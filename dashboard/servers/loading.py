@@ -15,7 +15,9 @@ from dashboard.servers.models import McpServer, Snapshot, Stack, ToolsDocument
 from dashboard.teams.models import Team
 from mcptax import advice, loading
 from mcptax.advice import Advice
-from mcptax.loading import ServerLoading, StackLoading
+from mcptax.loading import PRESETS, ServerLoading, StackLoading
+
+__all__ = ["PRESETS", "client_of", "figures", "for_server", "for_stack", "for_team", "server_advice"]
 
 # Member key: (tools sha256, instructions, server name, alwaysLoad): what the figures depend on, so
 # the cache can never serve one snapshot's figures for another's.

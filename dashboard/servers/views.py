@@ -453,6 +453,7 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "encoding": encoding,
         "encodings": team.tracked_encodings(),
         "stacks": selectors.stacks_with_totals(team, encoding, with_loading=True),
+        "client_label": loading.PRESETS[loading.client_of(team)].label,
         "form": form,
         "window": team.context_window,
     }
