@@ -146,3 +146,42 @@ def test_a_budget_on_the_stacks_upfront_and_the_gate_answer(client, crossing_tea
 def _instructions(grown: bool) -> int:
     text = fetch_example("sprawling", grown).instructions
     return n(text) if text else 0
+
+
+def test_the_crossing_alert_shows_on_the_alerts_page_and_a_stack_upfront_budget_is_a_form_choice(
+    alice_client, crossing_team
+):
+    from django.urls import reverse
+
+    team = crossing_team
+    server = stdio_server(team)
+    stack = Stack.objects.create(team=team, name="agent")
+    stack.servers.set([server])
+    record(server, "sprawling", False)
+    grown = record(server, "sprawling", True)
+    alert = Alert.objects.get(team=team, measure=Measure.DEFERRAL_CROSSING)
+    assert alert.snapshot_id == grown.pk and alert.stack_id == stack.pk and alert.level == Level.WARNING
+    html = alice_client.get(reverse("alert_list", args=[team.slug])).content.decode()
+    assert (
+        "across Claude Code&#x27;s deferral threshold" in html
+        or "across Claude Code's deferral threshold" in html
+    )
+    # Evaluating the same release again (a threshold edit) opens nothing new.
+    from dashboard.alerts.budgets import evaluate_team
+
+    alert.state = AlertState.RESOLVED
+    alert.save()
+    evaluate_team(team)
+    assert Alert.objects.filter(team=team, measure=Measure.DEFERRAL_CROSSING).count() == 1
+
+    from dashboard.alerts.forms import ThresholdForm
+
+    form = ThresholdForm(
+        team,
+        {"scope": f"stack:{stack.pk}", "measure": "stack_upfront_tokens", "level": "warning", "limit": "400"},
+    )
+    assert form.is_valid(), form.errors
+    refused = ThresholdForm(
+        team, {"scope": f"stack:{stack.pk}", "measure": "max_tool_tokens", "level": "warning", "limit": "400"}
+    )
+    assert not refused.is_valid()
