@@ -351,6 +351,8 @@ class Evaluation:
 
 def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
     """Store the limits beside the snapshot; when it is the server's current one, update alerts too."""
+    from dashboard.alerts import loading_rules  # it builds on this module's rules
+
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=snapshot.server_id)
     thresholds = server_thresholds(server)
     results = check_rules(thresholds, measure_values(snapshot_figures(snapshot)))
@@ -403,7 +405,7 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
             changes.append(change)
         if gone:
             resolved.append(gone)
-        more, gone_too = evaluate_stack_loading(stack, snapshot=snapshot)
+        more, gone_too = loading_rules.evaluate_stack_loading(stack, snapshot=snapshot)
         changes += more
         resolved += gone_too
     return Evaluation(snapshot.pk, results, changes, resolved)
@@ -444,90 +446,6 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
     return None, resolve_alert(stack.team, key, snapshot=snapshot, value=value)
 
 
-def evaluate_stack_loading(
-    stack: Stack, snapshot: Snapshot | None = None
-) -> tuple[list[AlertChange], list[Alert]]:
-    """The stack's upfront budget (in its client's mode) and, for a release of a member, whether
-    it moved the stack across Claude Code's deferral threshold (mcptax.loading)."""
-    from dashboard.servers import loading as server_loading
-
-    team = stack.team
-    changes: list[AlertChange] = []
-    resolved: list[Alert] = []
-    figures = server_loading.for_stack(stack, team, team.main_encoding)
-    key = stack_rule_key(stack, Measure.STACK_UPFRONT_TOKENS)
-    by_level = stack_thresholds(stack, Measure.STACK_UPFRONT_TOKENS)
-    result = check_rule(Measure.STACK_UPFRONT_TOKENS, float(figures.upfront), by_level) if figures else None
-    if result is not None and result.breached and figures is not None:
-        detail = f"{figures.client}, {figures.mode}"
-        changes.append(
-            open_or_update_alert(
-                team,
-                key,
-                result.measure,
-                result.level,
-                result.value,
-                result.limit,
-                describe(result, f"Stack {stack.name} ({detail})"),
-                f"stack {stack.name}",
-                stack=stack,
-                threshold=result.threshold,
-                snapshot=snapshot,
-            )
-        )
-    else:
-        gone = resolve_alert(team, key, snapshot=snapshot, value=float(figures.upfront) if figures else None)
-        if gone:
-            resolved.append(gone)
-    crossing = _deferral_crossing(stack, snapshot) if snapshot is not None else None
-    if crossing:
-        changes.append(crossing)
-    return changes, resolved
-
-
-def _deferral_crossing(stack: Stack, snapshot: Snapshot) -> AlertChange | None:
-    """An alert when `snapshot`, a release, put the stack on the other side of Claude Code's
-    `auto` threshold than the release before it: every Claude Code user of the stack on `auto`
-    changes behaviour. One alert per (stack, release), resolved by hand."""
-    from dashboard.servers import loading as server_loading
-
-    if not snapshot.is_release or snapshot.previous is None:
-        return None
-    team = stack.team
-    after = server_loading.for_stack(stack, team, team.main_encoding, "claude-code")
-    before = server_loading.for_stack(
-        stack, team, team.main_encoding, "claude-code", replace={snapshot.server_id: snapshot.previous}
-    )
-    if not (after and before and after.threshold and before.threshold):
-        return None
-    if after.threshold.crosses == before.threshold.crosses:
-        return None
-    key = f"stack:{stack.pk}:{Measure.DEFERRAL_CROSSING}:{snapshot.pk}"
-    if Alert.objects.filter(team=team, rule_key=key).exists():
-        return None  # already told (and maybe resolved by hand): a re-evaluation must not reopen it
-    t = after.threshold
-    now = "defers every MCP tool behind tool search" if t.crosses else "loads every MCP tool schema again"
-    message = (
-        f"Release {snapshot.label} of {snapshot.server.name} moves stack {stack.name} "
-        f"{'across' if t.crosses else 'back under'} Claude Code's deferral threshold: its deferrable "
-        f"schemas go from {before.threshold.deferrable_tokens:,} to {t.deferrable_tokens:,} tokens against "
-        f"{t.threshold_tokens:,} ({t.share_percent:g}% of {t.context_window:,}). Claude Code on "
-        f"ENABLE_TOOL_SEARCH=auto now {now}."
-    )
-    return open_or_update_alert(
-        team,
-        key,
-        Measure.DEFERRAL_CROSSING,
-        Level.WARNING,
-        float(t.deferrable_tokens),
-        float(t.threshold_tokens),
-        message,
-        f"stack {stack.name}",
-        stack=stack,
-        snapshot=snapshot,
-    )
-
-
 def evaluate_server(server: McpServer) -> Evaluation | None:
     """On demand (a threshold changed, the `evaluate` button): judge the current snapshot again."""
     server = McpServer.objects.select_related("current_snapshot").get(pk=server.pk)
@@ -538,6 +456,8 @@ def evaluate_server(server: McpServer) -> Evaluation | None:
 
 def evaluate_team(team: Team) -> int:
     """Re-evaluate every server's current snapshot and every stack (after editing thresholds)."""
+    from dashboard.alerts import loading_rules  # it builds on this module's rules
+
     count = 0
     for server in team.servers.filter(current_snapshot__isnull=False).select_related("current_snapshot"):
         if server.current_snapshot is not None:  # filtered above; narrows the type
@@ -546,7 +466,7 @@ def evaluate_team(team: Team) -> int:
     for stack in team.stacks.filter(servers__isnull=True):
         # Stacks with members were judged with their servers; empty ones resolve here.
         evaluate_stack(stack)
-        evaluate_stack_loading(stack)
+        loading_rules.evaluate_stack_loading(stack)
     return count
 
 
