@@ -62,7 +62,15 @@ def figures(
     window: int,
 ) -> StackLoading:
     """Figures for (snapshot, server name, alwaysLoad) members, computed once per process."""
-    key = tuple((snapshot.sha256, snapshot.instructions, name, always) for snapshot, name, always in members)
+    # Pages load snapshots without their instructions: fetch those in one query, not one each.
+    deferred = [snap.pk for snap, _, _ in members if "instructions" in snap.get_deferred_fields()]
+    texts = (
+        dict(Snapshot.objects.filter(pk__in=deferred).values_list("pk", "instructions")) if deferred else {}
+    )
+    key = tuple(
+        (snap.sha256, texts[snap.pk] if snap.pk in texts else snap.instructions, name, always)
+        for snap, name, always in members
+    )
     return _stack_figures(key, client, encoding, setting, window)
 
 
