@@ -68,7 +68,8 @@ def figures(
         dict(Snapshot.objects.filter(pk__in=deferred).values_list("pk", "instructions")) if deferred else {}
     )
     key = tuple(
-        (snap.sha256, texts[snap.pk] if snap.pk in texts else snap.instructions, name, always)
+        # Not texts.get(pk, snap.instructions): that would load each deferred field on its own.
+        (snap.sha256, texts[snap.pk] if snap.pk in texts else snap.instructions, name, always)  # noqa: SIM401
         for snap, name, always in members
     )
     return _stack_figures(key, client, encoding, setting, window)
