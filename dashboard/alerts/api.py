@@ -54,6 +54,12 @@ class CheckOut(Schema):
     rules: list[gate.RuleOutcome]
     tools: list[gate.ToolDelta]
     findings: list[dict[str, Any]]
+    loading: dict[str, Any] = Field(
+        ...,
+        description="Under the team's client: the candidate's and baseline's upfront per request in each "
+        "loading mode, and each stack of the server with the candidate in it (mode, upfront, the auto "
+        "rule's verdict before and after).",
+    )
     report: str = Field(..., description="Markdown for one sticky PR comment; starts with a marker line.")
 
 

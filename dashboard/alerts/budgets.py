@@ -82,14 +82,14 @@ def server_thresholds(server: McpServer) -> ThresholdsByMeasure:
     return _merge(rows, "server")
 
 
-def stack_thresholds(stack: Stack) -> dict[str, Threshold]:
+def stack_thresholds(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) -> dict[str, Threshold]:
     rows = Threshold.objects.filter(
         Q(stack=stack) | Q(server__isnull=True, stack__isnull=True),
         team_id=stack.team_id,
         enabled=True,
-        measure=Measure.STACK_FIXED_TAX_TOKENS,
+        measure=measure,
     )
-    return _merge(rows, "stack").get(Measure.STACK_FIXED_TAX_TOKENS, {})
+    return _merge(rows, "stack").get(measure, {})
 
 
 @dataclass
@@ -202,8 +202,8 @@ def server_rule_key(server: McpServer, measure: str) -> str:
     return f"server:{server.pk}:{measure}"
 
 
-def stack_rule_key(stack: Stack) -> str:
-    return f"stack:{stack.pk}:{Measure.STACK_FIXED_TAX_TOKENS}"
+def stack_rule_key(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) -> str:
+    return f"stack:{stack.pk}:{measure}"
 
 
 def describe(result: RuleResult, subject: str) -> str:
@@ -351,6 +351,8 @@ class Evaluation:
 
 def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
     """Store the limits beside the snapshot; when it is the server's current one, update alerts too."""
+    from dashboard.alerts import loading_rules  # it builds on this module's rules
+
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=snapshot.server_id)
     thresholds = server_thresholds(server)
     results = check_rules(thresholds, measure_values(snapshot_figures(snapshot)))
@@ -403,6 +405,9 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
             changes.append(change)
         if gone:
             resolved.append(gone)
+        more, gone_too = loading_rules.evaluate_stack_loading(stack, snapshot=snapshot)
+        changes += more
+        resolved += gone_too
     return Evaluation(snapshot.pk, results, changes, resolved)
 
 
@@ -451,6 +456,8 @@ def evaluate_server(server: McpServer) -> Evaluation | None:
 
 def evaluate_team(team: Team) -> int:
     """Re-evaluate every server's current snapshot and every stack (after editing thresholds)."""
+    from dashboard.alerts import loading_rules  # it builds on this module's rules
+
     count = 0
     for server in team.servers.filter(current_snapshot__isnull=False).select_related("current_snapshot"):
         if server.current_snapshot is not None:  # filtered above; narrows the type
@@ -459,6 +466,7 @@ def evaluate_team(team: Team) -> int:
     for stack in team.stacks.filter(servers__isnull=True):
         # Stacks with members were judged with their servers; empty ones resolve here.
         evaluate_stack(stack)
+        loading_rules.evaluate_stack_loading(stack)
     return count
 
 

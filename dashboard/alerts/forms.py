@@ -13,6 +13,7 @@ from dashboard.alerts import budgets
 from dashboard.alerts.models import (
     FIDELITY_MEASURES,
     SERVER_MEASURES,
+    STACK_MEASURES,
     WINDOWED_MEASURES,
     Level,
     Measure,
@@ -25,6 +26,7 @@ from dashboard.teams.validators import validate_name
 
 SCOPE_MEASURES = [
     Measure.STACK_FIXED_TAX_TOKENS,
+    Measure.STACK_UPFRONT_TOKENS,
     *budgets.SERVER_MEASURE_ORDER,
     Measure.AGENT_EXACT_RATE,
     Measure.DAMAGED_ARRIVALS,
@@ -72,8 +74,8 @@ class ThresholdForm(forms.Form):
             return data
         server = self.servers.get(scope)
         stack = self.stacks.get(scope)
-        if stack and measure != Measure.STACK_FIXED_TAX_TOKENS:
-            raise ValidationError("A stack takes only the stack fixed-tax budget.")
+        if stack and measure not in STACK_MEASURES:
+            raise ValidationError("A stack takes only the stack budgets (fixed tax, upfront per request).")
         if server and measure not in SERVER_MEASURES | SERVER_FIDELITY_MEASURES:
             raise ValidationError(
                 "A server takes server measures or damaged arrivals; exact rate and paste cost are "

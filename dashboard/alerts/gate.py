@@ -15,9 +15,11 @@ from typing import Any
 
 from dashboard.alerts import budgets
 from dashboard.alerts.models import Level, Measure
+from dashboard.servers import loading as server_loading
 from dashboard.servers.counting import tracked_encodings
 from dashboard.servers.models import McpServer, Snapshot
 from mcptax import findings, tokens
+from mcptax import loading as mcp_loading
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # Not a verdict on the candidate: the budgets themselves could not be judged (a bug of ours).
@@ -69,6 +71,9 @@ class CheckResult:
     tools: list[ToolDelta] = field(default_factory=list)
     findings: list[dict[str, Any]] = field(default_factory=list)
     report: str = ""
+    # Under the team's client (mcptax.loading): the candidate's and baseline's upfront in each mode,
+    # and each stack of the server with the candidate swapped in (mode, upfront, auto verdict).
+    loading: dict[str, Any] = field(default_factory=dict)
     # "error" when part of the analysis failed; `errors` says which part and why.
     status: str = STATUS_OK
     errors: list[str] = field(default_factory=list)
@@ -153,6 +158,59 @@ def _rules(server: McpServer, report: tokens.TokenReport, baseline: Snapshot | N
     return rules
 
 
+def _loading(
+    server: McpServer, raw_tools: list[dict[str, Any]], instructions: str | None, baseline: Snapshot | None
+) -> tuple[dict[str, Any], list[RuleOutcome]]:
+    """The candidate under the team's client, alone and in each of its stacks, beside the stored
+    figures; and the stacks' upfront budgets judged on the candidate's stack."""
+    team = server.team
+    encoding = baseline.encoding if baseline else tokens.DEFAULT_ENCODING
+    client = server_loading.client_of(team)
+    setting = server_loading.setting_for(team, None, client)
+    alone = mcp_loading.server_figures(
+        raw_tools,
+        client,
+        server=server.name,
+        instructions=instructions,
+        encoding=encoding,
+        setting=setting,
+        context_window=team.context_window,
+    )
+    before = server_loading.for_stack_of_one(server, baseline, team, encoding, client) if baseline else None
+    out: dict[str, Any] = {
+        "client": client,
+        "encoding": encoding,
+        "server": {
+            "mode": str(alone.mode),
+            "upfront": {str(m): f.upfront for m, f in alone.modes.items()},
+            "baseline_upfront": {str(m): f.upfront for m, f in before.modes.items()} if before else None,
+        },
+        "stacks": [],
+    }
+    rules: list[RuleOutcome] = []
+    for stack in server.stacks.order_by("name", "pk"):
+        after = server_loading.with_candidate(stack, team, encoding, server, raw_tools, instructions)
+        now = server_loading.for_stack(stack, team, encoding)
+        out["stacks"].append(
+            {
+                "stack": stack.name,
+                "mode": str(after.mode),
+                "upfront": after.upfront,
+                "baseline_mode": str(now.mode) if now else None,
+                "baseline_upfront": now.upfront if now else None,
+                "threshold": after.threshold.to_dict() if after.threshold else None,
+                "baseline_crosses": now.threshold.crosses if now and now.threshold else None,
+            }
+        )
+        by_level = budgets.stack_thresholds(stack, Measure.STACK_UPFRONT_TOKENS)
+        r = budgets.check_rule(Measure.STACK_UPFRONT_TOKENS, float(after.upfront), by_level)
+        if r is not None:
+            scope = f"stack {stack.name}"
+            label = f"{Measure(r.measure).label}: {client}, {after.mode}"
+            rules.append(RuleOutcome(r.measure, label, scope, r.level, r.limit, r.value, r.breached))
+    return out, rules
+
+
 def run_check(
     server: McpServer,
     tools_document: Any,
@@ -202,9 +260,12 @@ def run_check(
         errors.append(f"findings: {type(exc).__name__}: {exc}")
     try:
         rules = _rules(server, report, baseline)
+        loading_figures, upfront_rules = _loading(server, raw_tools, instructions, baseline)
+        rules += upfront_rules
     except Exception as exc:
         log.exception("gate budgets for %s failed", server.name)
         rules = []
+        loading_figures = {}
         errors.append(f"budgets: {type(exc).__name__}: {exc}")
         verdict = ERROR
     else:
@@ -236,6 +297,7 @@ def run_check(
         findings=found,
         status=STATUS_ERROR if errors else STATUS_OK,
         errors=errors,
+        loading=loading_figures,
     )
     result.report = render_report(result)
     return result
@@ -279,6 +341,45 @@ def _by_encoding(
     return out
 
 
+def _loading_lines(figures: dict[str, Any]) -> list[str]:
+    if not figures:
+        return []
+    server = figures["server"]
+    before = server["baseline_upfront"] or {}
+    lines = [
+        f"#### Up front per request, as `{figures['client']}` loads it",
+        "",
+        "| | baseline | candidate | change |",
+        "| --- | ---: | ---: | ---: |",
+    ]
+    for mode, value in server["upfront"].items():
+        old = before.get(mode)
+        lines.append(
+            f"| This server, {mode} | {_number(old)} | {value:,} | {_signed(None if old is None else value - old)} |"
+        )
+    for stack in figures["stacks"]:
+        old = stack["baseline_upfront"]
+        change = None if old is None else stack["upfront"] - old
+        lines.append(
+            f"| Stack `{_escape(stack['stack'])}`, {stack['mode']} | {_number(old)} | {stack['upfront']:,} "
+            f"| {_signed(change)} |"
+        )
+    lines.append("")
+    for stack in figures["stacks"]:
+        t = stack["threshold"]
+        if t is None:
+            continue
+        if stack["baseline_crosses"] is not None and stack["baseline_crosses"] != t["crosses"]:
+            where = "across" if t["crosses"] else "back under"
+            lines.append(
+                f"⚠️ This candidate moves stack `{_escape(stack['stack'])}` {where} Claude Code's deferral "
+                f"threshold ({t['deferrable_tokens']:,} deferrable tokens against {t['threshold_tokens']:,}, "
+                f"{t['share_percent']:g}% of {t['context_window']:,}): Claude Code on auto changes behaviour."
+            )
+            lines.append("")
+    return lines
+
+
 def render_report(result: CheckResult) -> str:
     """Deterministic Markdown: same input and stored state, same bytes."""
     t = result.totals
@@ -318,6 +419,7 @@ def render_report(result: CheckResult) -> str:
     if t["baseline_version"]:
         lines.append(f"| Version | {t['baseline_version']} | {result.version or '–'} | |")
     lines += ["", f"Instructions: {t['instructions_tokens']:,} tokens.", ""]
+    lines += _loading_lines(result.loading)
 
     if result.rules:
         lines += [

@@ -35,6 +35,10 @@ class Measure(models.TextChoices):
     INSTRUCTIONS_TOKENS = "instructions_tokens", "Instructions (tokens)"
     # Schema tax, per stack (the servers one agent loads).
     STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
+    # What each request carries up front in the mode the stack's client uses (mcptax.loading).
+    STACK_UPFRONT_TOKENS = "stack_upfront_tokens", "Stack upfront per request, in its client's mode (tokens)"
+    # Not a budget: a release that moved a stack across Claude Code's deferral threshold.
+    DEFERRAL_CROSSING = "deferral_crossing", "Crossed Claude Code's deferral threshold"
     # Fidelity.
     AGENT_EXACT_RATE = "agent_exact_rate", "Agent exact-match rate (minimum %)"
     DAMAGED_ARRIVALS = "damaged_arrivals", "Damaged arrivals for a tool (truncated or dropped elements)"
@@ -77,6 +81,7 @@ SERVER_MEASURES = {
     Measure.MAX_TOOL_TOKENS,
     Measure.INSTRUCTIONS_TOKENS,
 }
+STACK_MEASURES = {Measure.STACK_FIXED_TAX_TOKENS, Measure.STACK_UPFRONT_TOKENS}
 FIDELITY_MEASURES = {Measure.AGENT_EXACT_RATE, Measure.DAMAGED_ARRIVALS, Measure.PASTE_COST_PER_DAY}
 
 

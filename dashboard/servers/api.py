@@ -12,8 +12,11 @@ from typing import Any
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema
 
+from dashboard.servers import loading
 from dashboard.servers.models import McpServer, Snapshot
+from dashboard.servers.selectors import stacks_with_totals
 from dashboard.teams.api import TeamApiRequest
+from dashboard.teams.models import Team
 
 router = Router(tags=["schema tax"])
 
@@ -43,6 +46,21 @@ class ServerOut(Schema):
     last_poll_at: datetime | None
     last_outcome: str
     current: SnapshotSummary | None
+    # The current snapshot on its own under the team's client (mcptax.loading): every mode's
+    # upfront with its parts, the mode the client uses, each tool's upfront part and load cost.
+    loading: dict[str, Any] | None
+
+
+class StackOut(Schema):
+    name: str
+    source: str
+    servers: list[str]
+    always_load: list[str]
+    tool_search: str
+    fixed_tax_tokens: int
+    # Under the team's client: mode, upfront, the auto rule's verdict (Claude Code), every mode's
+    # upfront and parts, and each polled member's share.
+    loading: dict[str, Any] | None
 
 
 class SnapshotPage(Schema):
@@ -89,8 +107,41 @@ def list_servers(request: TeamApiRequest) -> list[dict[str, Any]]:
             "last_poll_at": s.last_poll_at,
             "last_outcome": s.last_outcome,
             "current": _summary(s.current_snapshot),
+            "loading": _server_loading(s, request.team),
         }
         for s in servers
+    ]
+
+
+def _server_loading(server: McpServer, team: Team) -> dict[str, Any] | None:
+    snapshot = server.current_snapshot
+    if snapshot is None:
+        return None
+    client = loading.client_of(team)
+    figures = loading.figures(
+        [(snapshot, server.name, False)],
+        client,
+        encoding=team.main_encoding,
+        setting=loading.setting_for(team, None, client),
+        window=team.context_window,
+    )
+    return {"client": client, "setting": figures.setting, **figures.servers[0].to_dict()}
+
+
+@router.get("/stacks", response=list[StackOut], summary="The team's stacks with what each request carries")
+def list_stacks(request: TeamApiRequest) -> list[dict[str, Any]]:
+    rows = stacks_with_totals(request.team, with_loading=True)
+    return [
+        {
+            "name": row.stack.name,
+            "source": row.stack.source,
+            "servers": [m.name for m in row.members],
+            "always_load": sorted(s.name for s in row.stack.always_load.all()),
+            "tool_search": row.stack.tool_search,
+            "fixed_tax_tokens": row.total_tokens,
+            "loading": row.loading.to_dict() if row.loading else None,
+        }
+        for row in rows
     ]
 
 

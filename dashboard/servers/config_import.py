@@ -37,6 +37,7 @@ from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.teams.models import Team
 from dashboard.teams.permissions import Action, Role, allows
 from dashboard.teams.validators import NAME_RULE, has_control
+from mcptax import loading
 from mcptax.clientconfig import PLACEHOLDER, ConfigError, ServerSpec, StackSpec, parse_config_text
 
 __all__ = [
@@ -179,6 +180,12 @@ def import_specs(
 ) -> list[StackImport]:
     """Import already-read stacks (a file, or a folder of block files read as one stack)."""
     for spec in specs:
+        if spec.tool_search:
+            try:
+                loading.parse_setting("claude-code", spec.tool_search)
+            except loading.BadSetting as exc:
+                raise ConfigError(f"Nothing was imported: env {exc}") from exc
+    for spec in specs:
         for what, name in [("stack", spec.name(base_name)), *(("server", s.name) for s in spec.servers)]:
             if has_control(name):
                 raise ConfigError(f"{what} name {name!r}: {NAME_RULE}")
@@ -198,16 +205,23 @@ def _import_stack(team: Team, spec: StackSpec, name: str, source: str, importer:
     result = StackImport(stack, name=name)
     before = set(stack.servers.values_list("pk", flat=True))
     members: list[McpServer] = []
+    always_load: list[McpServer] = []
     for server_spec in spec.servers:
         _switch_off_refused_url(server_spec)
         outcome, server = _import_entry(team, stack, before, server_spec, importer)
         result.entries.append(outcome)
         if server is not None:
             members.append(server)
+            if server_spec.always_load:
+                always_load.append(server)
             if server_spec.placeholders:
                 result.placeholders[server.name] = server_spec.placeholders
     result.entries += [EntryOutcome(s.name, SKIPPED, reason=s.reason) for s in spec.skipped]
     stack.servers.set(members)
+    # By the server each entry became (a conflict kept apart is stored under another name).
+    stack.always_load.set(always_load)
+    # A re-import follows the file: a file without the variable leaves the team's setting in force.
+    stack.tool_search = spec.tool_search or ""
     stack.source = source or stack.source
     stack.unresolved_placeholders = [f"{n}: {p}" for n, found in result.placeholders.items() for p in found]
     stack.save()

@@ -32,6 +32,8 @@ def update_counting(request: HttpRequest, team_slug: str) -> HttpResponse:
                 encodings=form.tracked(),
                 context_window=form.cleaned_data["context_window"],
                 model=form.cleaned_data["anthropic_model"],
+                loading_client=form.cleaned_data["loading_client"] or None,
+                tool_search=form.cleaned_data["tool_search"] if "tool_search" in request.POST else None,
                 key=form.cleaned_data["anthropic_key"] or None,
                 remove_key=form.cleaned_data["remove_key"],
                 protocol_era=form.cleaned_data["protocol_era"],

@@ -172,6 +172,13 @@ class Stack(models.Model):
     servers = models.ManyToManyField(McpServer, related_name="stacks", blank=True)
     source = models.CharField(max_length=200, blank=True, help_text="The client config file it came from.")
     unresolved_placeholders = models.JSONField(default=list, blank=True)
+    # How Claude Code loads this stack's tools (mcptax.loading), as its config file says: the value
+    # of ENABLE_TOOL_SEARCH in the file's `env` (blank: the team's setting) and the servers marked
+    # `alwaysLoad`, whose schemas stay in every request.
+    tool_search = models.CharField(
+        "ENABLE_TOOL_SEARCH", max_length=20, blank=True, help_text="Blank: the team's setting."
+    )
+    always_load = models.ManyToManyField(McpServer, related_name="+", blank=True)
     # Who imported it first: a re-import by anyone else replaces its servers only with admin rights.
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"

@@ -15,11 +15,13 @@ from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from dashboard.servers import loading
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
 from dashboard.servers.pending import poll_in_flight
 from dashboard.servers.sorting import normalize_sort
 from dashboard.servers.sparklines import delta_points, shared_scale
 from dashboard.teams.models import Team
+from mcptax.loading import StackLoading
 from mcptax.profiles import PROFILES
 
 SPARKLINE_POINTS = 30
@@ -272,6 +274,8 @@ class StackRow:
     unpolled: list[McpServer]
     # {profile: summed tokens} in the page's encoding; a profile some member lacks is left out.
     by_profile: dict[str, int] = field(default_factory=dict)
+    # Under the team's client (mcptax.loading); None when not asked for or nothing is polled.
+    loading: StackLoading | None = None
 
 
 def _profile_totals(members: list[McpServer], encoding: str) -> dict[str, int]:
@@ -284,22 +288,26 @@ def _profile_totals(members: list[McpServer], encoding: str) -> dict[str, int]:
     return totals
 
 
-def stacks_with_totals(team: Team, encoding: str | None = None) -> list[StackRow]:
-    """Stacks with their members' current fixed tax summed (members prefetched, two queries)."""
+def stacks_with_totals(
+    team: Team, encoding: str | None = None, *, with_loading: bool = False
+) -> list[StackRow]:
+    """Stacks with their members' current fixed tax summed (members prefetched, two queries), and
+    with `with_loading` each stack's loading-mode figures under the team's client."""
     members_qs = McpServer.objects.select_related("current_snapshot").defer(
         "current_snapshot__instructions", "current_snapshot__findings"
     )
     stacks = Stack.objects.filter(team=team).prefetch_related(
-        Prefetch("servers", queryset=members_qs.order_by("name"))
+        Prefetch("servers", queryset=members_qs.order_by("name")), "always_load"
     )
     rows = []
     for stack in stacks:
         members = list(stack.servers.all())
         total = sum(m.current_snapshot.fixed_tax_tokens for m in members if m.current_snapshot)
         by_profile = _profile_totals(members, encoding or team.main_encoding)
-        rows.append(
-            StackRow(stack, members, total, [m for m in members if m.current_snapshot is None], by_profile)
-        )
+        row = StackRow(stack, members, total, [m for m in members if m.current_snapshot is None], by_profile)
+        if with_loading:
+            row.loading = loading.for_stack(stack, team, encoding or team.main_encoding)
+        rows.append(row)
     return rows
 
 

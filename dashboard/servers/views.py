@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page, wants_fragment
-from dashboard.servers import charts, regressions, selectors
+from dashboard.servers import charts, loading, regressions, selectors
 from dashboard.servers import diff as diff_mod
 from dashboard.servers.config_import import ConfigError, Importer, StackImport, import_config_text
 from dashboard.servers.forms import ImportConfigForm, ServerForm
@@ -82,6 +82,7 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
         "rows": rows,
         # What an agent loading every server pays, whatever the filter shows.
         "total": selectors.team_total(all_rows, window),
+        "team_loading": loading.for_team([r.server for r in all_rows], team, encoding),
         "server_count": len(all_rows),
         "sort": sort,
         "status": status,
@@ -192,6 +193,8 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
         ctx["shown_instructions"] = snapshot.figure(encoding, key="instructions_tokens")
         ctx["profile_rows"] = profile_table(snapshot.counts or {})
         ctx["provider_count"] = snapshot.provider_counts.first()
+        ctx["loading_rows"] = loading.for_server(server, snapshot, team, encoding)
+        ctx["advice"] = loading.server_advice(server, snapshot, team, encoding)
     if target in (None, "tools-region") and snapshot is not None:
         ctx["tool_columns"] = TOOL_COLUMNS
         ctx["tools"], ctx["removed_tools"], ctx["tool_sort"] = selectors.tool_rows(
@@ -455,7 +458,8 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "team": team,
         "encoding": encoding,
         "encodings": team.tracked_encodings(),
-        "stacks": selectors.stacks_with_totals(team, encoding),
+        "stacks": selectors.stacks_with_totals(team, encoding, with_loading=True),
+        "client_label": loading.PRESETS[loading.client_of(team)].label,
         "form": form,
         "window": team.context_window,
     }

@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from dashboard.teams.models import PROTOCOL_ERAS, Membership
 from dashboard.teams.validators import validate_name
-from mcptax import tokens
+from mcptax import loading, tokens
 
 
 class ApiTokenForm(forms.Form):
@@ -81,6 +81,19 @@ class CountingForm(forms.Form):
         help_text="when a server lists its tools differently in the 2025 and 2026-07-28 revisions; "
         "the other revision's figure is shown beside it",
     )
+    loading_client = forms.ChoiceField(
+        choices=[(c, p.label) for c, p in loading.PRESETS.items()],
+        required=False,
+        label="Client",
+        help_text="whose loading mode the pages lead with (eager or deferred behind tool search)",
+    )
+    tool_search = forms.CharField(
+        required=False,
+        max_length=20,
+        label="ENABLE_TOOL_SEARCH",
+        help_text="Claude Code's setting: auto, auto:N, true or false; empty: unset (recent releases "
+        "defer); a stack imported with its own value keeps it",
+    )
     anthropic_model = forms.CharField(
         max_length=100,
         validators=[validate_name],
@@ -95,6 +108,14 @@ class CountingForm(forms.Form):
         help_text="encrypted at rest, never shown back; leave empty to keep the stored one",
     )
     remove_key = forms.BooleanField(required=False, label="Remove the stored key")
+
+    def clean_tool_search(self) -> str:
+        value = str(self.cleaned_data.get("tool_search") or "").strip()
+        try:
+            loading.parse_setting("claude-code", value)
+        except loading.BadSetting as exc:
+            raise forms.ValidationError(str(exc)) from exc
+        return value
 
     def tracked(self) -> list[str]:
         """The encodings to track, main one first."""

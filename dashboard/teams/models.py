@@ -59,6 +59,10 @@ class Team(models.Model):
         default="handshake",
         help_text="The protocol revision the team's figures follow when a server's tools differ by revision.",
     )
+    # The client whose loading mode the pages lead with (mcptax.loading.PRESETS), and the team's
+    # ENABLE_TOOL_SEARCH for Claude Code (blank: unset, which recent releases treat as "defer").
+    loading_client = models.CharField(max_length=30, default="claude-code", blank=True)
+    tool_search = models.CharField("ENABLE_TOOL_SEARCH", max_length=20, blank=True)
     created = models.DateTimeField(default=timezone.now)
 
     objects = TeamQuerySet.as_manager()

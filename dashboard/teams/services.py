@@ -193,6 +193,8 @@ def set_counting(
     remove_key: bool = False,
     protocol_era: str | None = None,
     by: str = "",
+    loading_client: str | None = None,
+    tool_search: str | None = None,
 ) -> Team:
     """Change what `team`'s figures are counted in (`encodings`, main first) and its provider key:
     a non-empty `key` replaces the stored one, `remove_key` forgets it, None keeps it. The web form
@@ -209,6 +211,10 @@ def set_counting(
         team.anthropic_model = model
     if protocol_era:
         team.protocol_era = protocol_era
+    if loading_client is not None:
+        team.loading_client = loading_client
+    if tool_search is not None:
+        team.tool_search = tool_search
     if remove_key:
         team.provider_keys = {k: v for k, v in (team.provider_keys or {}).items() if k != "anthropic"}
     elif key:

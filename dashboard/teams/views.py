@@ -39,6 +39,8 @@ def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
                 "context_window": team.context_window,
                 "anthropic_model": team.anthropic_model,
                 "protocol_era": team.protocol_era,
+                "loading_client": team.loading_client,
+                "tool_search": team.tool_search,
             }
         ),
         "has_provider_key": bool((team.provider_keys or {}).get("anthropic")),

@@ -18,6 +18,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
 from dashboard.htmx import HtmxHttpRequest, fragment_target, render_page
+from dashboard.servers import loading
 from dashboard.servers.models import McpServer
 from dashboard.servers.sorting import normalize_sort, sort_columns
 from dashboard.servers.tool_history import tool_history
@@ -70,6 +71,10 @@ def tool_detail(request: HtmxHttpRequest, team_slug: str, code: UUID, tool: str)
     if not history.ever_listed and not called_ever:
         raise Http404("No such tool on this server")
     per_day = [(d.day, dict(d.tally.by_verdict)) for d in report.days]
+    snapshot = server.current_snapshot
+    if snapshot is not None and history.current is not None:
+        ctx["loading_rows"] = loading.tool_rows(server, snapshot, team, team.main_encoding, tool)
+        ctx["advice"] = loading.server_advice(server, snapshot, team, team.main_encoding)
     ctx.update(
         history=history,
         report=report,

@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--budget-server", type=_positive_int, metavar="N", help="most fixed-tax tokens per server"
     )
     measure.add_argument(
+        "--budget-upfront",
+        type=_positive_int,
+        metavar="N",
+        help="most tokens a config may send up front per request in its --client's mode",
+    )
+    measure.add_argument(
         "--context-window",
         type=_positive_int,
         default=200_000,
@@ -194,7 +200,9 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             tool_search=args.tool_search,
             context_window=args.context_window,
         )
-    code = measure.judge(stacks, args.budget, args.budget_server)
+    if args.budget_upfront is not None and not args.client:
+        parser.error("--budget-upfront needs --client")
+    code = measure.judge(stacks, args.budget, args.budget_server, args.budget_upfront)
     settings = render.Settings(
         args.encoding, args.context_window, args.budget, args.budget_server, profile, args.client
     )

@@ -350,14 +350,23 @@ def add_loading(
             stack.advice += advice.instructions_advice(figures, row.instructions, encoding)
 
 
-def judge(stacks: list[StackRow], budget: int | None, budget_server: int | None) -> int:
+def judge(
+    stacks: list[StackRow], budget: int | None, budget_server: int | None, budget_upfront: int | None = None
+) -> int:
     """Mark what is over budget; the exit code: 2 if anything could not be measured, else 1 if
-    anything is over budget, else 0."""
+    anything is over budget, else 0. `budget_upfront` bounds each stack's upfront tokens per
+    request in the mode its --client uses."""
     over = False
     unmeasured = False
     for stack in stacks:
         unmeasured |= stack.error is not None or bool(stack.unmeasured())
         if budget is not None and stack.fixed_tax_tokens() > budget:
+            stack.over_budget = over = True
+        if (
+            budget_upfront is not None
+            and stack.loading is not None
+            and stack.loading.upfront > budget_upfront
+        ):
             stack.over_budget = over = True
         for row in stack.measured():
             if budget_server is not None and row.fixed_tax_tokens > budget_server:

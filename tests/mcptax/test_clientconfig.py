@@ -269,3 +269,9 @@ def test_claude_code_always_load_and_enable_tool_search_are_kept():
     # A JSON boolean is read as Claude Code reads the variable's text.
     (flag,) = parse_config({"env": {"ENABLE_TOOL_SEARCH": False}, "mcpServers": {"a": {"command": "a"}}})
     assert flag.tool_search == "false"
+
+
+def test_claude_code_tool_search_fixture():
+    (stack,) = read("claude_code_tool_search.json")
+    assert stack.tool_search == "auto:5"
+    assert {s.name: s.always_load for s in stack.servers} == {"docs": True, "tickets": False}

@@ -132,7 +132,7 @@ def test_thresholds_editor_adds_validates_and_reevaluates(alice_client, team):
     wrong = alice_client.post(
         url, {"scope": f"stack:{stack.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "1"}
     )
-    assert "A stack takes only the stack fixed-tax budget." in wrong.content.decode()
+    assert "A stack takes only the stack budgets (fixed tax, upfront per request)." in wrong.content.decode()
     assert Threshold.objects.count() == 1
 
     rule = Threshold.objects.get()

@@ -51,6 +51,7 @@ API: dict[str, ApiCase] = {
     "api:api-root": ApiCase("GET", lambda w: "/api/v1/", public=404),
     "api:whoami": ApiCase("GET", lambda w: "/api/v1/team"),
     "api:list_servers": ApiCase("GET", lambda w: "/api/v1/servers"),
+    "api:list_stacks": ApiCase("GET", lambda w: "/api/v1/stacks"),
     "api:server_snapshots": ApiCase(
         "GET", lambda w: f"/api/v1/servers/{w.admin_http.name}/snapshots", foreign="404"
     ),

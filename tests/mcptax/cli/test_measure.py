@@ -314,3 +314,18 @@ def test_markdown_with_a_client_shows_the_modes_and_the_instructions_advice(tmp_
         assert "Add server instructions" in run.stdout
     bad = mcp_tax("measure", str(config), "--client", "cursor", "--tool-search", "true")
     assert bad.returncode == 2 and "has no setting" in bad.stderr
+    # A budget on the upfront figure of the client's mode: deferred, lean's name list and ToolSearch.
+    from mcptax.loading import CLAUDE_CODE_TOOL_SEARCH
+
+    names = "".join(f"mcp__lean__{t['name']}\n" for t in fetched("lean").tools)
+    upfront = (
+        len(CL100K.encode_ordinary("<available-deferred-tools>\n" + names + "</available-deferred-tools>"))
+        + len(CL100K.encode_ordinary(compact(CLAUDE_CODE_TOOL_SEARCH)))
+        + oracle_instructions("lean")
+    )
+    for limit, code in ((upfront, 0), (upfront - 1, 1)):
+        run = mcp_tax(
+            "measure", str(config), "--client", "claude-code", "--json", "--budget-upfront", str(limit)
+        )
+        assert run.returncode == code, run.stderr
+        assert json.loads(run.stdout)["stacks"][0]["loading"]["upfront"] == upfront
