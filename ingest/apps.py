@@ -23,5 +23,10 @@ class IngestConfig(AppConfig):
         post_delete.connect(
             costs.on_price_changed, sender=ModelPrice, dispatch_uid="ingest.fidelity.costs.delete"
         )
+        # Telemetry bodies (OTLP) are jobs of the ingest pipeline run by their own reader.
+        from ingest.capture.pipeline.run import FORMAT_RUNNERS
+        from ingest.otel.run import FORMAT, run_otlp_job
+
+        FORMAT_RUNNERS[FORMAT] = run_otlp_job
         # The health page's ingest errors and expired leases.
         health.register(INGEST_HEALTH)

@@ -20,6 +20,7 @@ from ingest.fidelity.models import (
     ReferenceFingerprint,
     SizeBucket,
 )
+from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 
 __all__ = [
     "Agent",
@@ -29,11 +30,14 @@ __all__ = [
     "FidelityDaily",
     "IngestJob",
     "LineRecord",
+    "MeasuredRequest",
     "ModelPrice",
     "ReferenceDocument",
     "ReferenceFingerprint",
+    "SentTools",
     "SizeBucket",
     "TeamCaptureSettings",
+    "TelemetryAgent",
     "ToolCall",
     "Verdict",
     "WatchedFile",
