@@ -13,6 +13,14 @@ from ingest.capture.models import (
     WatchedFile,
     WatchedFolder,
 )
+from ingest.discovery.models import (
+    DiscoveryCall,
+    DiscoveryCompaction,
+    DiscoveryLoad,
+    DiscoveryRequest,
+    DiscoverySearch,
+    SessionDiscoverySummary,
+)
 from ingest.fidelity.models import (
     FidelityDaily,
     ModelPrice,
@@ -27,6 +35,11 @@ __all__ = [
     "BulkArgument",
     "BulkContent",
     "CaptureSession",
+    "DiscoveryCall",
+    "DiscoveryCompaction",
+    "DiscoveryLoad",
+    "DiscoveryRequest",
+    "DiscoverySearch",
     "FidelityDaily",
     "IngestJob",
     "LineRecord",
@@ -35,6 +48,7 @@ __all__ = [
     "ReferenceDocument",
     "ReferenceFingerprint",
     "SentTools",
+    "SessionDiscoverySummary",
     "SizeBucket",
     "TeamCaptureSettings",
     "TelemetryAgent",

@@ -57,6 +57,7 @@ class ServerSpec:
     headers: dict[str, str] = field(default_factory=dict)
     disabled: bool = False
     placeholders: list[str] = field(default_factory=list)
+    always_load: bool = False  # Claude Code's `alwaysLoad`: never deferred behind tool search
 
 
 @dataclass
@@ -67,6 +68,8 @@ class StackSpec:
     shape: str
     servers: list[ServerSpec]
     scope: str | None = None
+    # ENABLE_TOOL_SEARCH from the file's `env` (Claude Code settings), kept as written.
+    tool_search: str | None = None
 
     def name(self, base: str) -> str:
         return self.scope if self.scope else base
@@ -133,7 +136,19 @@ def parse_config(data: Any, *, client: str | None = None) -> list[StackSpec]:
         stacks.append(StackSpec("plugin", _servers(data, _json_entry)))
     if not stacks:
         raise ConfigError(_unknown("no MCP server list found"))
+    tool_search = _tool_search(data)
+    for stack in stacks:
+        stack.tool_search = tool_search
     return stacks
+
+
+def _tool_search(data: dict[str, Any]) -> str | None:
+    """Claude Code's ENABLE_TOOL_SEARCH, from a settings file's (or ~/.claude.json's) `env`."""
+    env = data.get("env")
+    if isinstance(env, dict) and isinstance(env.get("ENABLE_TOOL_SEARCH"), str | bool | int):
+        value = env["ENABLE_TOOL_SEARCH"]
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    return None
 
 
 def _unknown(what: str) -> str:
@@ -217,6 +232,7 @@ def _json_entry(name: str, entry: dict[str, Any], bare_url: str = "http") -> Ser
         url=url,
         headers=_str_map(name, "headers", entry.get("headers")),
         disabled=_disabled(entry),
+        always_load=entry.get("alwaysLoad") is True,
     )
 
 

@@ -42,9 +42,14 @@ def check(profile: str) -> str:
     return profile
 
 
+def server_part(server: str) -> str:
+    """The server's name as clients put it in tool names: characters outside A-Z a-z 0-9 _ - as `_`."""
+    return _UNSAFE.sub("_", server)
+
+
 def qualified_name(server: str, tool: str) -> str:
-    """`mcp__<server>__<tool>`, the server part with characters outside A-Z a-z 0-9 _ - as `_`."""
-    return f"mcp__{_UNSAFE.sub('_', server)}__{tool}"
+    """`mcp__<server>__<tool>`, the server part as `server_part` writes it."""
+    return f"mcp__{server_part(server)}__{tool}"
 
 
 def render_tool(profile: str, tool: dict[str, Any], server: str = "") -> dict[str, Any]:

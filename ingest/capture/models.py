@@ -228,6 +228,9 @@ class IngestJob(models.Model):
     # Filled by the fidelity step ({verdict: count} over this job's bulk arguments; "pending" = not
     # judged yet).
     verdict_counts = models.JSONField(default=dict, blank=True)
+    # Tool-discovery records this job stored that were new ({searches, misses, loads,
+    # loads_never_called, calls, requests, compactions}; ingest.discovery.store.DiscoveryCounts).
+    discovery_counts = models.JSONField(default=dict, blank=True)
     # Resume point: outcomes of lines 1..watermark are persisted (see mcptax.formats.assemble).
     watermark = models.PositiveBigIntegerField(default=0)
     error = models.TextField(blank=True)

@@ -32,6 +32,9 @@ def _positive_float(text: str) -> float:
     return value
 
 
+CLIENTS = ("claude-code", "anthropic-api", "openai-tool-search", "cursor", "vscode", "codex", "opencode")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mcp-tax",
@@ -68,9 +71,22 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument("--encoding", default="cl100k_base", choices=["cl100k_base", "o200k_base"])
     measure.add_argument(
         "--profile",
-        default="mcp",
+        default=None,
         choices=["mcp", "claude", "openai", "wire"],
-        help="count the tools as this client renders them (default mcp: name, description, inputSchema)",
+        help="count the tools as this client renders them (default: the --client's, else mcp: name, "
+        "description, inputSchema)",
+    )
+    measure.add_argument(
+        "--client",
+        choices=CLIENTS,
+        help="also show what this client sends up front in each loading mode (eager, deferred), "
+        "the mode it uses, and each tool's load cost",
+    )
+    measure.add_argument(
+        "--tool-search",
+        metavar="VALUE",
+        help="Claude Code's ENABLE_TOOL_SEARCH (auto, auto:N, true, false); default: the config's "
+        "env, else unset (always defer); for anthropic-api and openai-tool-search: deferred or eager",
     )
     output = measure.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON")
@@ -127,8 +143,18 @@ def _tokens(args: argparse.Namespace) -> int:
 
 
 def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    from mcptax import loading
     from mcptax.cli import measure, render
     from mcptax.tokens import EncodingUnavailable, get_encoding
+
+    profile = args.profile or (loading.PRESETS[args.client].profile if args.client else "mcp")
+    if args.tool_search is not None:
+        if not args.client:
+            parser.error("--tool-search needs --client")
+        try:
+            loading.parse_setting(args.client, args.tool_search)
+        except loading.BadSetting as exc:
+            parser.error(str(exc))
 
     try:
         get_encoding(args.encoding)
@@ -158,11 +184,19 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         timeout=args.timeout,
         max_bytes=measure.DEFAULT_MAX_BYTES,
         encoding=args.encoding,
-        profile=args.profile,
+        profile=profile,
     )
+    if args.client:
+        measure.add_loading(
+            stacks,
+            args.client,
+            encoding=args.encoding,
+            tool_search=args.tool_search,
+            context_window=args.context_window,
+        )
     code = measure.judge(stacks, args.budget, args.budget_server)
     settings = render.Settings(
-        args.encoding, args.context_window, args.budget, args.budget_server, args.profile
+        args.encoding, args.context_window, args.budget, args.budget_server, profile, args.client
     )
     if args.json:
         print(render.to_json(stacks, settings, code))

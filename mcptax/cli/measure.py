@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from mcptax import tokens
+from mcptax.advice import Advice
 from mcptax.cli.placeholders import Unresolved, environment, resolve_all
 from mcptax.client.target import PollError, ServerTarget
 from mcptax.clientconfig import ConfigError, ServerSpec, parse_config_text
+from mcptax.loading import StackLoading
 
 OK, FAILED, NOT_MEASURABLE, DISABLED = "ok", "failed", "not_measurable", "disabled"
 DEFAULT_TIMEOUT = 30.0
@@ -41,7 +43,11 @@ class ServerRow:
     pages: int = 0
     elapsed_seconds: float = 0.0
     over_budget: bool = False
+    always_load: bool = False
     target: ServerTarget | None = field(default=None, repr=False)
+    # What the server listed, kept for the loading-mode figures (computed per stack).
+    listed: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    instructions: str | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -54,6 +60,9 @@ class StackRow:
     servers: list[ServerRow] = field(default_factory=list)
     error: str | None = None
     over_budget: bool = False
+    tool_search: str | None = None  # the config's ENABLE_TOOL_SEARCH, when it sets one
+    loading: StackLoading | None = None
+    advice: list[Advice] = field(default_factory=list)
 
     def measured(self) -> list[ServerRow]:
         return [s for s in self.servers if s.status == OK]
@@ -107,7 +116,7 @@ def target_for(spec: ServerSpec, env: dict[str, str], workspace: Path | None) ->
 def _rows(specs: list[ServerSpec], env: dict[str, str], workspace: Path | None) -> list[ServerRow]:
     rows = []
     for spec in specs:
-        row = ServerRow(spec.name, spec.transport)
+        row = ServerRow(spec.name, spec.transport, always_load=spec.always_load)
         if spec.disabled:
             row.status, row.reason = DISABLED, "disabled in the config; not started"
         else:
@@ -137,7 +146,8 @@ def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool 
             continue
         workspace = Path(stack.scope) if stack.scope else project_dir(path.resolve())
         name = f"project {stack.scope}" if stack.scope else source
-        stacks.append(StackRow(source, client, name, _rows(stack.servers, env, workspace)))
+        rows = _rows(stack.servers, env, workspace)
+        stacks.append(StackRow(source, client, name, rows, tool_search=stack.tool_search))
     return stacks
 
 
@@ -296,6 +306,29 @@ def _fill(row: ServerRow, result: Any, encoding: str, profile: str = "mcp") -> N
     row.instructions_tokens = report.instructions_tokens
     row.server_name, row.server_version = result.server_name, result.server_version
     row.pages, row.elapsed_seconds = result.pages, result.elapsed_seconds
+    row.listed, row.instructions = result.tools, result.instructions
+
+
+def add_loading(
+    stacks: list[StackRow], client: str, *, encoding: str, tool_search: str | None, context_window: int
+) -> None:
+    """Each stack's loading-mode figures under `client` (mcptax.loading) and the advice its servers'
+    own tools give. `tool_search` (the command line's) wins over a config's ENABLE_TOOL_SEARCH."""
+    from mcptax import advice, loading
+
+    for stack in stacks:
+        if stack.error:
+            continue
+        measured = stack.measured()
+        servers = [loading.ServerTools(r.name, r.listed, r.instructions, r.always_load) for r in measured]
+        setting = tool_search if tool_search is not None else stack.tool_search
+        if client != "claude-code":
+            setting = None
+        stack.loading = loading.stack_figures(
+            servers, client, encoding=encoding, setting=setting, context_window=context_window
+        )
+        for row, figures in zip(measured, stack.loading.servers, strict=True):
+            stack.advice += advice.instructions_advice(figures, row.instructions, encoding)
 
 
 def judge(stacks: list[StackRow], budget: int | None, budget_server: int | None) -> int:

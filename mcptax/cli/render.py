@@ -18,6 +18,7 @@ class Settings:
     budget: int | None
     budget_server: int | None
     profile: str = "mcp"
+    client: str | None = None
 
 
 def share(tokens: int, window: int) -> float:
@@ -106,9 +107,31 @@ def table(stacks: list[StackRow], settings: Settings) -> str:
         for row in stack.servers:
             if row.status != OK and row.reason:
                 out.append(f"  {row.name}: {row.reason}")
+        out += [f"  {line}" for line in loading_lines(stack)]
         out.append("")
     out.append(_budget_line(settings))
     return "\n".join(out)
+
+
+def loading_lines(stack: StackRow) -> list[str]:
+    """The stack's loading modes in plain sentences (empty without --client)."""
+    figures = stack.loading
+    if figures is None:
+        return []
+    modes = ", ".join(f"{mode} {f.upfront:,}" for mode, f in figures.modes.items())
+    setting = f" (ENABLE_TOOL_SEARCH={figures.setting})" if figures.setting else ""
+    lines = [
+        f"{figures.client}{setting}: {figures.mode}, {figures.upfront:,} tokens up front per request; {modes}"
+    ]
+    if figures.threshold is not None:
+        t = figures.threshold
+        verdict = "crosses" if t.crosses else "stays under"
+        lines.append(
+            f"auto rule: {t.deferrable_tokens:,} deferrable tokens {verdict} {t.share_percent:g}% of "
+            f"{t.context_window:,} ({t.threshold_tokens:,})"
+        )
+    lines += [f"advice ({a.server}): {a.message}" for a in stack.advice]
+    return lines
 
 
 def markdown(stacks: list[StackRow], settings: Settings) -> str:
@@ -131,9 +154,43 @@ def markdown(stacks: list[StackRow], settings: Settings) -> str:
         if problems:
             out.append("")
             out += [f"- `{r.name}`: {r.reason}" for r in problems]
+        out += _loading_markdown(stack)
         out.append("")
     out.append(f"_{_budget_line(settings)}_")
     return "\n".join(out)
+
+
+def _loading_markdown(stack: StackRow) -> list[str]:
+    figures = stack.loading
+    if figures is None:
+        return []
+    out = [
+        "",
+        f"**Loading ({figures.client}):** {figures.mode}, {figures.upfront:,} tokens up front per request",
+        "",
+    ]
+    out.append("| mode | up front | tools | search tool | instructions | other |")
+    out.append("|---|---:|---:|---:|---:|---:|")
+    for mode, f in figures.modes.items():
+        out.append(
+            f"| {mode} | {f.upfront:,} | {sum(f.tools.values()):,} | {f.search_tool:,} | "
+            f"{f.instructions:,} | {f.server_entry + f.overhead:,} |"
+        )
+    if figures.threshold is not None:
+        t = figures.threshold
+        verdict = "crosses" if t.crosses else "stays under"
+        out += [
+            "",
+            f"Auto rule: {t.deferrable_tokens:,} deferrable tokens {verdict} {t.share_percent:g}% of a "
+            f"{t.context_window:,}-token window ({t.threshold_tokens:,}).",
+        ]
+    if stack.advice:
+        out += ["", "**Advice:**", ""]
+        out += [
+            f"- `{a.server}`: {a.message} (saving {a.saving_tokens:,} tokens per {a.per})"
+            for a in stack.advice
+        ]
+    return out
 
 
 def to_json(stacks: list[StackRow], settings: Settings, exit_code: int) -> str:
@@ -162,6 +219,7 @@ def to_json(stacks: list[StackRow], settings: Settings, exit_code: int) -> str:
     document = {
         "encoding": settings.encoding,
         "profile": settings.profile,
+        "client": settings.client,
         "context_window": settings.context_window,
         "budget": settings.budget,
         "budget_server": settings.budget_server,
@@ -184,6 +242,8 @@ def to_json(stacks: list[StackRow], settings: Settings, exit_code: int) -> str:
                     ),
                 },
                 "over_budget": stack.over_budget,
+                "loading": stack.loading.to_dict() if stack.loading else None,
+                "advice": [a.to_dict() for a in stack.advice],
             }
             for stack in stacks
         ],

@@ -50,6 +50,7 @@ from mcptax.formats.records import (
     IGNORED,
     TRANSCRIPT_FORMATS,
     AgentInfo,
+    Discovered,
     Frame,
     LineEvent,
     LineOutcome,
@@ -66,7 +67,7 @@ CLIENT_INFO_META_KEY = "io.modelcontextprotocol/clientInfo"
 PairKey = tuple[str, str, str, str]
 TOOL_USE_ID_META_KEY = "claudecode/toolUseId"
 
-Output = ObservedCall | LineOutcome
+Output = ObservedCall | LineOutcome | Discovered
 
 
 def _ends_call(frame: Frame, earlier: Frame) -> bool:
@@ -97,7 +98,7 @@ class CallAssembler:
 
     def feed(self, event: LineEvent) -> list[Output]:
         """Consume one LineEvent; return what became final because of it, in order."""
-        out: list[Output] = []
+        out: list[Output] = list(self._discovered(event))
         if event.status != FRAME:
             self._lines[event.line_no] = LineState(open=False, reasons=[event.reason or event.status])
             self._settle(event.line_no, out, status=event.status, raw=event.raw)
@@ -117,6 +118,13 @@ class CallAssembler:
         state.open = False
         self._settle(event.line_no, out)
         return out
+
+    def _discovered(self, event: LineEvent) -> Iterator[Discovered]:
+        by_session: dict[str, list[Any]] = {}
+        for session, record in event.discovery:
+            by_session.setdefault(session, []).append(record)
+        for session, records in by_session.items():
+            yield Discovered(self.format, event.line_no, session, tuple(records))
 
     def finish(self) -> list[Output]:
         """End of input: close open turns, emit unanswered requests, settle every line."""
@@ -462,7 +470,7 @@ def assemble(
     def keep(item: Output) -> bool:
         if skip_through_line <= 0:
             return True
-        if isinstance(item, LineOutcome):
+        if isinstance(item, LineOutcome | Discovered):
             return item.line_no > skip_through_line
         return min(item.line_numbers) > skip_through_line
 

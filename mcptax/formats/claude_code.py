@@ -17,6 +17,11 @@ so the largest ``output_tokens`` among the copies is the message's. Headless
 - ``usage.output_tokens`` becomes a usage frame for the turn ``message.id``.
 - Agent = ``claude-code`` with the line's ``version``.
 
+Tool discovery (``ToolSearch`` searches, their results, compaction boundaries, model requests and
+MCP calls) rides along on each line as ``LineEvent.discovery`` (``mcptax.formats.tool_search``).
+A ToolSearch line in a shape we cannot read is quarantined as ``malformed_tool_search: ...``
+when it holds nothing else; otherwise its other calls are kept and the problem is a note.
+
 The server part of the name is split at the first ``__`` after ``mcp__``; Claude Code replaces
 characters outside ``[A-Za-z0-9_-]`` in server names, so a server name containing ``__`` is
 ambiguous and is read as ending at the first ``__``.
@@ -27,12 +32,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from mcptax.discovery import DiscoveryEvent
+from mcptax.formats import tool_search
 from mcptax.formats.records import (
     BUILTIN_TOOL_METHOD,
     DEFAULT_MAX_LINE_BYTES,
     AgentInfo,
     Frame,
     LineEvent,
+    RawLine,
     frames_event,
     ignore,
     numbered_lines,
@@ -76,6 +84,8 @@ def parse(
     updated in place once these lines are exhausted.
     """
     last_session: str | None = (state or {}).get("last_session")
+    # ToolSearch queries by tool_use id, until their results are read.
+    queries: dict[str, str] = dict((state or {}).get("tool_searches") or {})
     for line in numbered_lines(lines):
         record = read_json_object(line, max_line_bytes)
         if isinstance(record, LineEvent):
@@ -85,15 +95,15 @@ def parse(
         if not isinstance(kind, str):
             yield quarantine(line, "unknown_shape")
             continue
-        if kind not in ("user", "assistant"):
-            yield ignore(line, "meta")
-            continue
         # Every line normally carries sessionId; a line that lost it belongs to the file's session.
         # Headless ``claude -p --output-format stream-json`` writes ``session_id``.
         session = (
             str_or_none(record.get("sessionId")) or str_or_none(record.get("session_id")) or last_session
         )
         last_session = session or last_session
+        if kind not in ("user", "assistant"):
+            yield _meta_line(line, record, session)
+            continue
         message = record.get("message")
         if not isinstance(message, dict):
             yield quarantine(line, "missing_field:message")
@@ -163,11 +173,57 @@ def parse(
                         kind="response", message=response, direction="s2c", client_call_id=call_id, **common
                     )
                 )
+        searches = tool_search.claude_code_search_ids(blocks, record, queries)
+        try:
+            found = _discovery(kind, record, message, blocks, ts, line.line_no, queries)
+            problem = None
+        except tool_search.MalformedSearch as exc:
+            found, problem = [], f"malformed_tool_search: {exc}"
+        others = [f for f in frames if f.kind != "usage" and f.client_call_id not in searches]
+        if problem is not None and not others:
+            yield quarantine(line, problem)
+            continue
         if not frames:
-            yield ignore(line, "not_a_tool_call")
+            event = ignore(line, "not_a_tool_call")
         elif session is None:
             yield quarantine(line, "missing_field:sessionId")
+            continue
         else:
-            yield frames_event(line, frames)
+            event = frames_event(line, frames, notes=(problem,) if problem else ())
+        if session is not None:
+            event.discovery = tuple((session, e) for e in found)
+        yield event
     if state is not None:
         state["last_session"] = last_session
+        state["tool_searches"] = queries
+
+
+def _discovery(
+    kind: str,
+    record: dict[str, Any],
+    message: dict[str, Any],
+    blocks: list[dict[str, Any]],
+    ts: str | None,
+    line_no: int,
+    queries: dict[str, str],
+) -> list[DiscoveryEvent]:
+    at = tool_search.parse_time(ts)
+    if kind == "assistant":
+        return tool_search.claude_code_assistant(message, blocks, at, line_no, queries)
+    return tool_search.claude_code_user(record, blocks, at, line_no, queries)
+
+
+def _meta_line(line: RawLine, record: dict[str, Any], session: str | None) -> LineEvent:
+    """A bookkeeping line: ignored as ``meta``; a compaction boundary also carries its Compaction."""
+    event = ignore(line, "meta")
+    if session is None:
+        return event
+    try:
+        found = tool_search.claude_code_compaction(
+            record, tool_search.parse_time(str_or_none(record.get("timestamp"))), line.line_no
+        )
+    except tool_search.MalformedSearch as exc:
+        return quarantine(line, f"malformed_tool_search: {exc}")
+    if found is not None:
+        event.discovery = ((session, found),)
+    return event

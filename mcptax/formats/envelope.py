@@ -15,6 +15,11 @@ the cut went through, as far as it goes (its pointer in ``truncated_pointers``);
 before its id pairs with the next response nothing else claims. A cut response leaves the result
 unknown (``result: None``) unless it shows ``"isError": true``; one whose id is unreadable is
 ``truncated_raw``.
+
+A ``raw`` that is a model API body (an Anthropic Messages or OpenAI Responses request, ``c2s``, or
+response, ``s2c``, as a logging proxy in front of the provider writes it) holds no MCP call: it
+is ignored as ``model_api`` and its tool-discovery records (``mcptax.formats.tool_search``) are
+passed on; one whose search records cannot be read is quarantined ``malformed_tool_search``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from mcptax.formats import tool_search
 from mcptax.formats.records import (
     DEFAULT_MAX_LINE_BYTES,
     Frame,
@@ -55,8 +61,9 @@ def parse(
     lines: Iterable[bytes | str], *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Iterator[LineEvent]:
     """One LineEvent per input line (see module docstring)."""
+    totals: dict[str, int | None] = {}
     for line in numbered_lines(lines):
-        yield parse_line(line, max_line_bytes)
+        yield parse_line(line, max_line_bytes, totals)
 
 
 def _scalar_key(value: Any) -> str | None:
@@ -152,7 +159,34 @@ def _from_prefix(text: str, direction: str) -> tuple[dict[str, Any] | None, tupl
     return message, pointers
 
 
-def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> LineEvent:
+def _model_api_line(
+    line: RawLine,
+    body: dict[str, Any],
+    session_key: str,
+    record: dict[str, Any],
+    totals: dict[str, int | None],
+) -> LineEvent:
+    """A model API body (Anthropic Messages, OpenAI Responses) a logging proxy captured: no MCP
+    call, ignored as ``model_api``, but its tool-discovery records ride along. ``totals``: the
+    deferred tools of each session's last request, for the response that follows it."""
+    event = ignore(line, "model_api")
+    at = tool_search.parse_time(record.get("ts"))
+    response = record.get("direction") == "s2c"
+    if not response:
+        totals[session_key] = tool_search.deferred_total(body)
+    try:
+        found = tool_search.api_events(
+            body, at, line.line_no, response=response, total=totals.get(session_key)
+        )
+    except tool_search.MalformedSearch as exc:
+        return quarantine(line, f"malformed_tool_search: {exc}")
+    event.discovery = tuple((session_key, e) for e in found)
+    return event
+
+
+def parse_line(
+    line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, totals: dict[str, int | None] | None = None
+) -> LineEvent:
     record = read_json_object(line, max_line_bytes)
     if isinstance(record, LineEvent):
         return record
@@ -187,6 +221,8 @@ def parse_line(line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> L
             raw, cut_pointers = _from_prefix(text, direction)
         if raw is None or (problem is not None and not truncated):
             return quarantine(line, "truncated_raw" if truncated else "invalid_raw")
+    if tool_search.is_model_api_body(raw):
+        return _model_api_line(line, raw, session_key, record, {} if totals is None else totals)
     if isinstance(raw, dict):
         messages, is_batch = [raw], False
     elif isinstance(raw, list):

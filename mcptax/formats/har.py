@@ -6,6 +6,11 @@ message or a batch, direction ``c2s``) and the response body (``application/json
 ``text/event-stream`` whose SSE events are split into one message each, direction ``s2c``).
 A document that is not JSON, or has no ``log.entries`` array, is a single quarantined line 1.
 
+An entry whose request body is a model API request (Anthropic Messages, OpenAI Responses) is no
+MCP traffic: it is ignored as ``model_api`` and carries its tool-discovery records (searches,
+loads, calls, the model request; ``mcptax.formats.tool_search``), in session
+``api:<metadata.user_id>`` (Claude Code names its session there) or ``api:<host><path>``.
+
 Session = the ``Mcp-Session-Id`` request header, else the response's (the initialize response
 assigns it), else ``url:<endpoint>`` for stateless servers. Server label = host and path.
 """
@@ -22,6 +27,7 @@ from urllib.parse import urlsplit
 
 import ijson
 
+from mcptax.formats import tool_search
 from mcptax.formats.records import (
     DEFAULT_MAX_LINE_BYTES,
     FRAME,
@@ -234,6 +240,29 @@ def _frames(value: Any, direction: str, ts: str | None, session_key: str, server
     return frames
 
 
+def _model_api_entry(
+    index: int, entry: Any, request: Any, responses: list[Any], times: tuple[str | None, str | None], url: str
+) -> LineEvent:
+    """An exchange with a model API (Anthropic Messages, OpenAI Responses): no MCP call, ignored
+    as ``model_api``; its tool-discovery records ride along (``mcptax.formats.tool_search``). A
+    streamed (SSE) response is not reassembled: its searches and calls are read from the next
+    request's history, and it counts no model request."""
+    parts = urlsplit(url)
+    session = tool_search.api_session_key(request, f"api:{parts.netloc}{parts.path}")
+    started, finished = (tool_search.parse_time(t) for t in times)
+    try:
+        found = tool_search.api_events(request, started, index, response=False)
+        total = tool_search.deferred_total(request)
+        for body in responses:
+            found += tool_search.api_events(body, finished or started, index, response=True, total=total)
+    except tool_search.MalformedSearch as exc:
+        raw = utf8(canonical(entry))
+        return LineEvent(index, QUARANTINED, f"malformed_tool_search: {exc}", raw=raw, length=len(raw))
+    event = LineEvent(index, IGNORED, "model_api")
+    event.discovery = tuple((session, e) for e in found)
+    return event
+
+
 def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
     def quarantined(reason: str) -> LineEvent:
         raw = utf8(canonical(entry))
@@ -266,6 +295,7 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
     # Why the entry is quarantined if nothing usable comes out of it.
     broken_reason: str | None = notes[0] if notes else None
 
+    request_value: Any = None
     if request_text and request_text.strip():
         value, problem = load_json(request_text)
         if problem is not None:
@@ -273,11 +303,13 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
                 broken_reason = problem
                 notes.append(f"request_body:{problem}")
         else:
+            request_value = value
             frames += _frames(value, "c2s", started, session_key, server_label)
 
     content: dict[str, Any] = response["content"] if isinstance(response.get("content"), dict) else {}
     mime = (str_or_none(content.get("mimeType")) or response_headers.get("content-type", "")).lower()
     response_ts = _response_ts(started, entry.get("time"))
+    response_values: list[Any] = []
     if response_text and response_text.strip():
         if "text/event-stream" in mime:
             bodies = [data for event_type, data in split_sse(response_text) if event_type == "message"]
@@ -290,8 +322,11 @@ def _entry_event(index: int, entry: Any, max_line_bytes: int) -> LineEvent:
                     broken_reason = problem
                     notes.append(f"response_body:{problem}")
                 continue
+            response_values.append(value)
             frames += _frames(value, "s2c", response_ts, session_key, server_label)
 
+    if tool_search.is_model_api_body(request_value):
+        return _model_api_entry(index, entry, request_value, response_values, (started, response_ts), url)
     if frames:
         return LineEvent(index, FRAME, None, frames=frames, notes=tuple(notes))
     if broken_reason is not None:

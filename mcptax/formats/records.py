@@ -15,6 +15,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from mcptax.discovery import DiscoveryEvent
+
 # docs/definitions.md's canonical JSON, defined once; re-exported for the parsers and the fidelity engine.
 from mcptax.tokens import canonical as canonical
 
@@ -180,6 +182,9 @@ class LineEvent:
     length: int = 0
     # Non-fatal problems inside a kept line, e.g. an SSE event in a HAR body whose data is not JSON.
     notes: tuple[str, ...] = ()
+    # Tool-discovery records the line shows (searches, compactions, model requests, deferrable
+    # tool calls), by session key; passed on as a ``Discovered`` whatever the line's status.
+    discovery: tuple[tuple[str, DiscoveryEvent], ...] = ()
 
 
 @dataclass
@@ -225,6 +230,20 @@ class ObservedCall:
     unanswered: bool = False
     # The log carried none of the call's arguments (telemetry without the client's tool details).
     no_content: bool = False
+
+
+@dataclass
+class Discovered:
+    """Tool-discovery records one input line showed, for ``ingest.discovery.store.record_discovery``.
+
+    Not a line outcome: the line still gets its own ``LineOutcome``.
+    """
+
+    format: str
+    line_no: int
+    session_key: str
+    events: tuple[DiscoveryEvent, ...]
+    agent: AgentInfo | None = None
 
 
 @dataclass

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from mcptax.formats.assemble import Output
-from mcptax.formats.records import CALL, DUPLICATE, IGNORED, ObservedCall
+from mcptax.formats.records import CALL, DUPLICATE, IGNORED, Discovered, ObservedCall
 
 
 @dataclass
@@ -30,6 +30,8 @@ class Tally:
     def observe(self, item: Output) -> None:
         if isinstance(item, ObservedCall):
             self.calls += 1
+            return
+        if isinstance(item, Discovered):
             return
         self.read += 1
         self.watermark = max(self.watermark, item.watermark)

@@ -235,3 +235,22 @@ def test_broken_json_and_toml_are_reported_not_crashed():
         parse_config_text('{"mcpServers": {', filename="mcp.json")
     with pytest.raises(ConfigError, match="not valid TOML"):
         parse_config_text("[mcp_servers.x\ncommand = 1", filename="config.toml")
+
+
+def test_claude_code_always_load_and_enable_tool_search_are_kept():
+    (stack,) = parse_config(
+        {
+            "env": {"ENABLE_TOOL_SEARCH": "auto:5", "OTHER": "x"},
+            "mcpServers": {
+                "docs": {"command": "docs-server", "alwaysLoad": True},
+                "big": {"type": "http", "url": "https://example.test/mcp"},
+            },
+        }
+    )
+    assert stack.tool_search == "auto:5"
+    assert [(s.name, s.always_load) for s in stack.servers] == [("docs", True), ("big", False)]
+    (plain,) = parse_config({"mcpServers": {"a": {"command": "a"}}})
+    assert plain.tool_search is None and plain.servers[0].always_load is False
+    # A JSON boolean is read as Claude Code reads the variable's text.
+    (flag,) = parse_config({"env": {"ENABLE_TOOL_SEARCH": False}, "mcpServers": {"a": {"command": "a"}}})
+    assert flag.tool_search == "false"

@@ -278,6 +278,17 @@ class CallStore:
             CaptureSession.objects.filter(pk=session.pk, agent__isnull=True).update(agent=agent)
         return session
 
+    def session_for(self, format: str, session_key: str) -> CaptureSession:
+        """The session of discovery records (created when no call of it was stored yet)."""
+        key = (format, fit(session_key, 300, "session", []))
+        session = self.sessions.get(key)
+        if session is None:
+            session, _ = CaptureSession.objects.get_or_create(
+                team=self.team, format=key[0], session_key=key[1]
+            )
+            self.sessions[key] = session
+        return session
+
     def remember_client(self, session_key: str, info: AgentInfo) -> None:
         """Record who opened a session even when this input holds none of its calls."""
         notes: list[str] = []

@@ -12,7 +12,14 @@ from django.conf import settings
 from ingest.capture.pipeline.limits import READ_CHUNK, check_decompressed, spill_line
 from mcptax.formats import DETECT_BYTES, UnknownFormatError, detect_format, parse
 from mcptax.formats.assemble import assemble
-from mcptax.formats.records import LineEvent, LineOutcome, ObservedCall, numbered_lines, quarantine
+from mcptax.formats.records import (
+    Discovered,
+    LineEvent,
+    LineOutcome,
+    ObservedCall,
+    numbered_lines,
+    quarantine,
+)
 
 _GZIP_MAGIC = b"\x1f\x8b"
 UNKNOWN_FORMAT = "unknown"
@@ -154,7 +161,7 @@ def _unknown_format_events(lines: Iterable[bytes]) -> Iterator[LineEvent]:
 
 def outputs(
     lines: Iterable[bytes], format: str, *, skip_through_line: int, finish: bool
-) -> Iterator[ObservedCall | LineOutcome]:
+) -> Iterator[ObservedCall | LineOutcome | Discovered]:
     """Parse and assemble the input (a tailed file is not finished yet); unknown formats are
     quarantined line by line."""
     max_line_bytes = settings.INGEST_MAX_LINE_BYTES

@@ -25,7 +25,16 @@ from ingest.capture.pipeline.limits import InputTooLarge, keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
 from ingest.capture.signals import calls_ingested
 from ingest.capture.storage import open_job_input
-from mcptax.formats.records import CALL, DUPLICATE, QUARANTINED, LineOutcome, LongLine, ObservedCall
+from ingest.discovery.store import DiscoveryCounts, record_discovery
+from mcptax.formats.records import (
+    CALL,
+    DUPLICATE,
+    QUARANTINED,
+    Discovered,
+    LineOutcome,
+    LongLine,
+    ObservedCall,
+)
 
 logger = logging.getLogger(__name__)
 Enqueue = Callable[[int], Any]
@@ -49,6 +58,7 @@ def batch_limits() -> tuple[int, int, int]:
 class _Batch:
     calls: list[ObservedCall] = field(default_factory=list)
     outcomes: list[LineOutcome] = field(default_factory=list)
+    discovered: list[Discovered] = field(default_factory=list)
     argument_bytes: int = 0
 
     def full(self, limits: tuple[int, int, int]) -> bool:
@@ -96,13 +106,16 @@ class Run:
         self.ignored_reasons: Counter[str] = Counter(job.ignored_reasons or {})
         self.quarantined_reasons: Counter[str] = Counter(job.quarantined_reasons or {})
         self.limits = batch_limits()
+        self.discovery = DiscoveryCounts(**(job.discovery_counts or {}))
 
-    def consume(self, items: Iterable[ObservedCall | LineOutcome], lines: Lines) -> None:
+    def consume(self, items: Iterable[ObservedCall | LineOutcome | Discovered], lines: Lines) -> None:
         batch = _Batch()
         for item in items:
             if isinstance(item, ObservedCall):
                 batch.calls.append(item)
                 batch.argument_bytes += item.arguments_raw_bytes
+            elif isinstance(item, Discovered):
+                batch.discovered.append(item)
             else:
                 batch.outcomes.append(item)
             if batch.full(self.limits):
@@ -113,6 +126,7 @@ class Run:
     def flush(self, batch: _Batch, bytes_done: int) -> None:
         with transaction.atomic():
             signal_ids = self.store.store(batch.calls)
+            self._record_discovery(batch.discovered)
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
         if signal_ids:
@@ -128,6 +142,15 @@ class Run:
                 arguments=self.store.arguments,
             )
         self.store.forget_batch()
+
+    def _record_discovery(self, found: list[Discovered]) -> None:
+        """Each session's discovery records of the batch, stored once (idempotent by record key)."""
+        by_session: dict[tuple[str, str], list[Any]] = {}
+        for item in found:
+            by_session.setdefault((item.format, item.session_key), []).extend(item.events)
+        for (format, session_key), events in by_session.items():
+            session = self.store.session_for(format, session_key)
+            self.discovery.add(record_discovery(session, events))
 
     # -- lines -------------------------------------------------------------------------------------
 
@@ -213,6 +236,7 @@ class Run:
             **self.counts,
             lines_read=sum(self.counts.values()),
             calls_stored=self.store.calls_stored,
+            discovery_counts=self.discovery.as_dict(),
             ignored_reasons=dict(self.ignored_reasons),
             quarantined_reasons=dict(self.quarantined_reasons),
             watermark=self.watermark,

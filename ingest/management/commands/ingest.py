@@ -52,6 +52,7 @@ class Command(BaseCommand):
             "ignored": job.ignored,
             "quarantined": job.quarantined,
             "calls_stored": job.calls_stored,
+            "discovery": discovery_summary(job),
             "ignored_reasons": job.ignored_reasons,
             "quarantined_reasons": job.quarantined_reasons,
             "verdict_counts": job.verdict_counts,
@@ -75,6 +76,13 @@ class Command(BaseCommand):
                 self.stderr.write(job.error)
         if failure:
             raise CommandError(failure)
+
+
+def discovery_summary(job: IngestJob) -> dict[str, int]:
+    """What the file added to tool discovery (new records only: a re-ingest adds nothing)."""
+    counts = job.discovery_counts or {}
+    keys = ("searches", "misses", "loads", "loads_never_called", "calls", "requests", "compactions")
+    return {key: int(counts.get(key, 0)) for key in keys}
 
 
 def _failure(job: IngestJob) -> str:

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from examples.servers.launch import serve_http
+from tests.helpers import compact
 from tests.mcptax.cli.support import (
     CL100K,
     ROOT,
@@ -205,3 +206,78 @@ def test_a_server_off_the_fast_path_is_measured_again_through_the_sdk(tmp_path):
     assert servers["asks"]["fixed_tax_tokens"] == len(CL100K.encode_ordinary(compact(visible)))
     assert servers["garbled"]["outcome"] == "protocol_error"
     assert "not a JSON-RPC message" in servers["garbled"]["reason"]
+
+
+def _claude_tax(module: str) -> int:
+    """The module's tools as Claude Code renders them (the `claude` profile), written out here."""
+    rendered = []
+    for tool in fetched(module).tools:
+        entry = {"name": f"mcp__{module}__{tool['name']}"}
+        if "description" in tool:
+            entry["description"] = tool["description"]
+        entry["input_schema"] = tool.get("inputSchema", {"type": "object"})
+        rendered.append(entry)
+    return len(CL100K.encode_ordinary(compact(rendered)))
+
+
+def test_client_claude_code_reports_the_mode_the_auto_verdict_and_each_modes_upfront(tmp_path):
+    from mcptax.loading import CLAUDE_CODE_TOOL_SEARCH
+
+    config = tmp_path / ".claude.json"
+    config.write_text(
+        json.dumps(
+            {
+                "env": {"ENABLE_TOOL_SEARCH": "auto:10"},
+                "mcpServers": {
+                    "lean": {**server_entry("lean"), "alwaysLoad": True},
+                    "sprawling": server_entry("sprawling"),
+                },
+            }
+        )
+    )
+    run = mcp_tax("measure", str(config), "--client", "claude-code", "--json", "--context-window", "2000")
+    assert run.returncode == 0, run.stderr
+    document = json.loads(run.stdout)
+    assert (document["client"], document["profile"]) == ("claude-code", "claude")
+    loading = document["stacks"][0]["loading"]
+    instructions = oracle_instructions("lean") + oracle_instructions("sprawling")
+    eager = _claude_tax("lean") + _claude_tax("sprawling") + instructions
+    names = "".join(f"mcp__sprawling__{t['name']}\n" for t in fetched("sprawling").tools)
+    listing = "<available-deferred-tools>\n" + names + "</available-deferred-tools>"
+    deferred = (
+        _claude_tax("lean")  # alwaysLoad: its schemas stay in every request
+        + len(CL100K.encode_ordinary(listing))
+        + len(CL100K.encode_ordinary(compact(CLAUDE_CODE_TOOL_SEARCH)))
+        + instructions
+    )
+    assert loading["modes"]["eager"]["upfront"] == eager
+    assert loading["modes"]["deferred"]["upfront"] == deferred
+    # auto:10 of a 2,000-token window is 200 tokens; only the deferrable server's schemas count.
+    assert loading["threshold"]["threshold_tokens"] == 200
+    assert loading["threshold"]["deferrable_tokens"] == _claude_tax("sprawling") > 200
+    assert loading["threshold"]["crosses"] is True
+    assert (loading["mode"], loading["upfront"], loading["setting"]) == ("deferred", deferred, "auto:10")
+    by_server = {s["server"]: s for s in loading["servers"]}
+    assert by_server["lean"]["mode"] == "eager" and by_server["lean"]["always_load"] is True
+    assert sum(s["upfront"] for s in loading["servers"]) == deferred
+
+    # The command line's setting wins over the config's; a big window keeps auto eager.
+    off = json.loads(
+        mcp_tax("measure", str(config), "--client", "claude-code", "--json", "--tool-search", "false").stdout
+    )["stacks"][0]["loading"]
+    assert (off["mode"], off["upfront"]) == ("eager", eager)
+    auto = json.loads(mcp_tax("measure", str(config), "--client", "claude-code", "--json").stdout)
+    assert auto["stacks"][0]["loading"]["threshold"]["crosses"] is False
+    assert auto["stacks"][0]["loading"]["mode"] == "eager"
+
+
+def test_markdown_with_a_client_shows_the_modes_and_the_instructions_advice(tmp_path):
+    config = write_config(tmp_path / "mcp.json", {"lean": server_entry("lean")})
+    run = mcp_tax("measure", str(config), "--client", "claude-code", "--markdown")
+    assert run.returncode == 0, run.stderr
+    assert "**Loading (claude-code):** deferred" in run.stdout
+    assert "| eager |" in run.stdout and "| deferred |" in run.stdout
+    if not fetched("lean").instructions:
+        assert "Add server instructions" in run.stdout
+    bad = mcp_tax("measure", str(config), "--client", "cursor", "--tool-search", "true")
+    assert bad.returncode == 2 and "has no setting" in bad.stderr

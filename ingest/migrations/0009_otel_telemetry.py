@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("dashboard", "0008_defaults_and_alert_resolution"),
-        ("ingest", "0007_bulk_content_lz4"),
+        ("ingest", "0008_discovery_records"),
     ]
 
     operations = [
