@@ -24,6 +24,7 @@ from ingest.capture.pipeline.run import InputUnavailable, Run, _Batch
 from ingest.capture.pipeline.values import parse_ts
 from ingest.capture.storage import open_job_input
 from ingest.otel import store
+from mcptax.discovery import select_names
 from mcptax.formats.records import CALL, IGNORED, QUARANTINED, LineOutcome, ObservedCall, sha256_hex, utf8
 from mcptax.otel import decode_body
 from mcptax.otel.decode import OtelRecord, Unreadable
@@ -49,6 +50,7 @@ class Pending:
     """The telemetry rows of a body, by kind, with the record (line) each came from."""
 
     requests: list[tuple[int, ApiRequest]] = field(default_factory=list)
+    calls: list[tuple[int, ToolResult]] = field(default_factory=list)
     bodies: list[tuple[int, RequestBody]] = field(default_factory=list)
     searches: list[tuple[int, ToolSearchRecord]] = field(default_factory=list)
     events: list[tuple[str, str, Context]] = field(default_factory=list)  # (session, event, context)
@@ -129,18 +131,22 @@ class TelemetryRun(Run):
             if isinstance(kind, Ignored):
                 batch.outcomes.append(LineOutcome(line, IGNORED, kind.reason, watermark=line))
                 continue
-            self.pending.events.append((kind.context.session, item.event, kind.context))
             if isinstance(kind, ToolResult):
                 batch.calls.append(observed_call(kind, line))
+                self.pending.calls.append((line, kind))
             elif isinstance(kind, ApiRequest):
                 self.pending.requests.append((line, kind))
             elif isinstance(kind, RequestBody):
                 self.pending.bodies.append((line, kind))
-            else:
-                # Kept for the deferred-loading figures once their storage is wired in.
+            elif select_names(kind.query):
                 self.pending.searches.append((line, kind))
-                batch.outcomes.append(LineOutcome(line, IGNORED, "otel_tool_search", watermark=line))
+            else:
+                # A keyword search's matches are not in its record; counted as a miss it would lie.
+                batch.outcomes.append(
+                    LineOutcome(line, IGNORED, "tool_search_matches_unknown", watermark=line)
+                )
                 continue
+            self.pending.events.append((kind.context.session, item.event, kind.context))
             batch.outcomes.append(
                 LineOutcome(line, CALL, None, call_keys=(kind.context.key,), watermark=line)
             )

@@ -13,10 +13,14 @@ from django.utils import timezone
 
 from ingest.capture.models import CaptureSession
 from ingest.capture.pipeline.values import db_safe_json, fit, parse_ts
+from ingest.discovery.models import DiscoverySearch
+from ingest.discovery.store import record_discovery
 from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 from mcptax import tokens
+from mcptax.discovery import DiscoveryEvent, RequestTurn, ToolSearch, ToolUse, select_names
 from mcptax.otel.events import Context
 from mcptax.otel.sent_tools import sent_tools
+from mcptax.profiles import qualified_name
 
 if TYPE_CHECKING:
     from ingest.otel.run import Pending, TelemetryRun
@@ -135,8 +139,45 @@ def touch_agents(run: TelemetryRun, contexts: Iterable[tuple[str, str, Context]]
             )
 
 
+def _discovery(run: TelemetryRun, pending: Pending) -> None:
+    """Tool searches, MCP calls and model requests, per session, to the deferred-loading figures
+    (``record_discovery`` skips what a session stored before, so a retried body adds nothing)."""
+    by_session: dict[str, tuple[Context, list[DiscoveryEvent]]] = {}
+
+    def add(context: Context, event: DiscoveryEvent) -> None:
+        by_session.setdefault(context.session, (context, []))[1].append(event)
+
+    for line, search in pending.searches:
+        at = parse_ts(search.context.at)
+        add(
+            search.context,
+            ToolSearch(
+                search.call_id, at, search.query, select_names(search.query), None, search.search_tool, line
+            ),
+        )
+    for line, call in pending.calls:
+        name = qualified_name(call.server, call.tool) if call.server else call.tool
+        add(call.context, ToolUse(call.call_id or call.context.key, parse_ts(call.context.at), name, line))
+    for line, request in pending.requests:
+        add(request.context, RequestTurn(request.context.key, parse_ts(request.context.at), line))
+    for context, events in by_session.values():
+        session = _session(run, context)
+        searches = {e.key: e for e in events if isinstance(e, ToolSearch)}
+        known = set(
+            DiscoverySearch.objects.filter(session=session, key__in=list(searches)).values_list(
+                "key", flat=True
+            )
+        )
+        for _, search in pending.searches:
+            if search.context.session == context.session:
+                run.store.key_ours[search.context.key] = search.call_id not in known
+        record_discovery(session, events)
+
+
 def store_pending(run: TelemetryRun, pending: Pending) -> None:
     """Every telemetry row of the body (not its calls: the CallStore writes those)."""
+    if pending.searches or pending.calls or pending.requests:
+        _discovery(run, pending)
     if pending.requests:
         _requests(run, pending)
     if pending.bodies:

@@ -11,6 +11,7 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob, ToolCall
+from ingest.discovery.models import SessionDiscoverySummary
 from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 from mcptax import tokens
 from tests.ingest.otel.exporters import fixture, records, send
@@ -46,18 +47,17 @@ def test_claude_code_events_become_calls_verdicts_measured_tokens_and_sent_tools
     # Stored first, mapped by the worker: nothing of it is mapped inside the request.
     assert job.status == "queued" and job.format == "otlp" and not ToolCall.objects.exists()
     job = pipeline.run_job(job.pk)
-    assert (job.status, job.lines_read, job.stored, job.duplicate, job.ignored, job.quarantined) == (
-        "done",
-        8,
-        5,
-        0,
-        3,
-        0,
-    )
-    assert job.ignored_reasons == {"otel_user_prompt": 1, "builtin_tool": 1, "otel_tool_decision": 1}
+    figures = (job.status, job.lines_read, job.stored, job.duplicate, job.ignored, job.quarantined)
+    assert figures == ("done", 11, 7, 0, 4, 0)
+    assert job.ignored_reasons == {
+        "otel_user_prompt": 1,
+        "builtin_tool": 1,
+        "otel_tool_decision": 1,
+        "tool_search_matches_unknown": 1,
+    }
 
     calls = {c.client_call_id: c for c in ToolCall.objects.filter(team=team)}
-    assert set(calls) == {"toolu_01WRITE", "toolu_01WRITE2", "toolu_01NODETAIL"}
+    assert set(calls) == {"toolu_01WRITE", "toolu_01WRITE2", "toolu_01NODETAIL", "toolu_01TICKET"}
     write = calls["toolu_01WRITE"]
     assert (write.server_label, write.tool, write.is_error, write.duration_ms) == (
         "docs",
@@ -114,7 +114,12 @@ def test_claude_code_events_become_calls_verdicts_measured_tokens_and_sent_tools
     ]
     assert sent.tools[1]["definition"] == body["tools"][1]
     (seen,) = TelemetryAgent.objects.filter(team=team)
-    assert (seen.records, seen.last_event) == (5, "claude_code.tool_result")
+    assert (seen.records, seen.last_event) == (7, "claude_code.tool_result")
+    assert seen.last_event_at.isoformat() == "2026-11-30T10:00:10+00:00"
+    # The select: search loaded the tickets tool, which was then called; the write calls were eager.
+    summary = SessionDiscoverySummary.objects.get(session=write.session)
+    assert (summary.searches, summary.misses, summary.loads, summary.loads_never_called) == (1, 0, 1, 0)
+    assert (summary.calls, summary.calls_without_load, summary.requests) == (4, 3, 1)
 
 
 @pytest.mark.parametrize(("protocol", "gzip"), [("protobuf", False), ("json", True)])

@@ -14,6 +14,7 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 from dashboard.teams.models import ApiToken
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob, LineRecord, ToolCall
+from ingest.discovery.models import DiscoverySearch
 from ingest.otel.models import MeasuredRequest, SentTools
 from tests.ingest.otel.exporters import fixture, records, send
 
@@ -89,13 +90,14 @@ def test_a_retried_batch_is_stored_once(live_server, team, team_token, other_tea
         )
     first, second = IngestJob.objects.filter(team=team, source="otel").order_by("pk")
     first, second = pipeline.run_job(first.pk), pipeline.run_job(second.pk)
-    assert (first.stored, first.duplicate) == (5, 0)
-    assert (second.stored, second.duplicate, second.ignored) == (0, 5, 3)
-    assert ToolCall.objects.filter(team=team).count() == 3
+    assert (first.stored, first.duplicate) == (7, 0)
+    assert (second.stored, second.duplicate, second.ignored) == (0, 7, 4)
+    assert ToolCall.objects.filter(team=team).count() == 4
     assert MeasuredRequest.objects.filter(team=team).count() == 1
     assert SentTools.objects.filter(team=team).count() == 1
     # Running the first job again (a redelivered task) changes nothing either.
-    assert pipeline.run_job(first.pk).stored == 5 and ToolCall.objects.filter(team=team).count() == 3
+    assert pipeline.run_job(first.pk).stored == 7 and ToolCall.objects.filter(team=team).count() == 4
+    assert DiscoverySearch.objects.filter(session__team=team).count() == 1
     assert snapshot(other_team) == before
 
 
@@ -220,5 +222,5 @@ def test_with_the_broker_down_the_body_is_kept_and_answered_success(
     assert response.status_code == 200 and response.json() == {}
     job = IngestJob.objects.get(team=team)
     assert job.status == "queued" and OutageRecord.objects.filter(kind="broker").exists()
-    assert pipeline.run_job(job.pk).stored == 5
+    assert pipeline.run_job(job.pk).stored == 7
     assert snapshot(other_team) == before
