@@ -67,6 +67,10 @@ class SentTools(models.Model):
     mcp_loaded = models.JSONField(default=dict)
     # [{name, server, tool, deferred, tokens: {encoding: n}, definition}] as the client rendered them.
     tools = models.JSONField(default=list)
+    # Per server the team registered, what the client sent beside what the claude profile predicts
+    # from the server's current snapshot: {server label: {server, snapshot, tools, missing,
+    # measured, predicted, differences, finding}} (mcptax.otel.sent_tools.Comparison).
+    predicted = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-at", "-pk"]

@@ -11,6 +11,8 @@ from django.conf import settings
 from django.db.models import F
 from django.utils import timezone
 
+from dashboard.servers.models import McpServer
+from dashboard.teams.models import Team
 from ingest.capture.models import CaptureSession
 from ingest.capture.pipeline.values import db_safe_json, fit, parse_ts
 from ingest.discovery.models import DiscoverySearch
@@ -19,7 +21,8 @@ from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 from mcptax import tokens
 from mcptax.discovery import DiscoveryEvent, RequestTurn, ToolSearch, ToolUse, select_names
 from mcptax.otel.events import Context
-from mcptax.otel.sent_tools import sent_tools
+from mcptax.otel.sent_tools import SentTools as SentToolsFigures
+from mcptax.otel.sent_tools import compare, sent_tools
 from mcptax.profiles import qualified_name
 
 if TYPE_CHECKING:
@@ -89,6 +92,31 @@ def _requests(run: TelemetryRun, pending: Pending) -> None:
     _store_rows(run, MeasuredRequest, rows)
 
 
+def predictions(team: Team, counted: SentToolsFigures) -> dict[str, Any]:
+    """For each server of the request that the team registered and polled, the comparison with
+    its current snapshot (``mcptax.otel.sent_tools.compare``)."""
+    labels = {t.server for t in counted.tools if t.server and not t.deferred}
+    if not labels:
+        return {}
+    out: dict[str, Any] = {}
+    servers = McpServer.objects.filter(team=team, current_snapshot__isnull=False).select_related(
+        "current_snapshot__document"
+    )
+    for server in servers:
+        label = qualified_name(server.name, "")[len("mcp__") : -2]
+        snapshot = server.current_snapshot
+        if label not in labels or snapshot is None:
+            continue
+        comparison = compare(counted, label, server.name, snapshot.tools_raw)
+        out[label] = {
+            "server": server.pk,
+            "snapshot": snapshot.pk,
+            "version": snapshot.label,
+            **comparison.summary(),
+        }
+    return out
+
+
 def _bodies(run: TelemetryRun, pending: Pending) -> None:
     new = _new_keys(run, SentTools, [e.context.key for _, e in pending.bodies])
     encodings = tracked_encodings()
@@ -108,6 +136,7 @@ def _bodies(run: TelemetryRun, pending: Pending) -> None:
                 totals=counted.totals,
                 mcp_loaded=counted.mcp_loaded,
                 tools=db_safe_json(counted.summary()["tools"], [], "tools"),
+                predicted=predictions(run.team, counted),
             )
         )
     _store_rows(run, SentTools, rows)

@@ -103,3 +103,67 @@ def difference(measured: int, predicted: int) -> float:
     if predicted == 0:
         return 0.0 if measured == 0 else 1.0
     return (measured - predicted) / predicted
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """What a client sent for one server's tools beside what the ``claude`` profile predicts from
+    the server's snapshot, for the tools it sent in full (a deferred tool is not compared)."""
+
+    tools: tuple[str, ...]  # compared, as the snapshot names them
+    missing: tuple[str, ...]  # sent but not in the snapshot (renamed, removed, or another release)
+    measured: dict[str, int]
+    predicted: dict[str, int]
+
+    def differences(self) -> dict[str, float]:
+        return {enc: difference(self.measured[enc], self.predicted[enc]) for enc in self.measured}
+
+    def finding(self) -> bool:
+        return any(abs(d) > FINDING_THRESHOLD for d in self.differences().values())
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "tools": list(self.tools),
+            "missing": list(self.missing),
+            "measured": self.measured,
+            "predicted": self.predicted,
+            "differences": self.differences(),
+            "finding": self.finding(),
+        }
+
+
+def compare(
+    sent: SentTools, server_label: str, server_name: str, snapshot_tools: list[dict[str, Any]]
+) -> Comparison:
+    """``sent``'s tools of ``server_label`` (as the client named the server) beside the profile's
+    rendering of the same tools from a snapshot of the server registered as ``server_name``."""
+    from mcptax.profiles import render_tool
+
+    by_name = {str(t.get("name", "")): t for t in snapshot_tools}
+    mine = [t for t in sent.tools if t.server == server_label and not t.deferred]
+    compared = [t for t in mine if t.tool in by_name]
+    encodings = list(sent.totals)
+    measured = {enc: sum(t.tokens[enc] for t in compared) for enc in encodings}
+    predicted = {
+        enc: sum(
+            tokens.count(tokens.canonical(render_tool("claude", by_name[t.tool], server_name)), enc)
+            for t in compared
+        )
+        for enc in encodings
+    }
+    missing = tuple(t.tool for t in mine if t.tool not in by_name)
+    return Comparison(tuple(t.tool for t in compared), missing, measured, predicted)
+
+
+def from_summary(summary: dict[str, Any]) -> SentTools:
+    """A SentTools back from its stored ``summary()``."""
+    tools = tuple(
+        SentTool(t["name"], t["server"], t["tool"], t["deferred"], dict(t["tokens"]), t["definition"])
+        for t in summary.get("tools", [])
+    )
+    return SentTools(
+        summary.get("mode", EAGER),
+        tools,
+        dict(summary.get("totals", {})),
+        dict(summary.get("mcp_loaded", {})),
+    )
