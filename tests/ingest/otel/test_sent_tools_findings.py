@@ -25,7 +25,11 @@ def compact(value) -> str:
 
 def mcp_tool(sent: dict, description: str) -> dict:
     """The server's own tools/list entry behind a sent definition, with another description."""
-    return {"name": sent["name"].split("__")[-1], "description": description, "inputSchema": sent["input_schema"]}
+    return {
+        "name": sent["name"].split("__")[-1],
+        "description": description,
+        "inputSchema": sent["input_schema"],
+    }
 
 
 @pytest.fixture
@@ -48,7 +52,11 @@ def test_sent_tools_are_compared_with_the_snapshot_and_the_difference_is_a_findi
     (sent,) = SentTools.objects.filter(team=team)
     comparison = sent.predicted["docs"]
     write, read = SENT["mcp__docs__write_doc"], SENT["mcp__docs__read_doc"]
-    predicted_write = {"name": "mcp__docs__write_doc", "description": longer, "input_schema": write["input_schema"]}
+    predicted_write = {
+        "name": "mcp__docs__write_doc",
+        "description": longer,
+        "input_schema": write["input_schema"],
+    }
     for enc in ("cl100k_base", "o200k_base"):
         measured = tokens.count(compact(write), enc) + tokens.count(compact(read), enc)
         predicted = tokens.count(compact(predicted_write), enc) + tokens.count(compact(read), enc)
@@ -70,6 +78,9 @@ def test_no_finding_when_the_snapshot_matches_what_was_sent(client, alice_client
     assert post(client, team_token[1], json_body([CLAUDE["events"][1]])).status_code == 200
     pipeline.run_job(IngestJob.objects.get(team=team).pk)
     comparison = SentTools.objects.get(team=team).predicted["docs"]
-    assert comparison["differences"] == {"cl100k_base": 0.0, "o200k_base": 0.0} and comparison["finding"] is False
+    assert (
+        comparison["differences"] == {"cl100k_base": 0.0, "o200k_base": 0.0}
+        and comparison["finding"] is False
+    )
     page = alice_client.get(reverse("methodology")).content.decode()
     assert 'id="measured-empty"' in page and 'id="measured-findings"' not in page
