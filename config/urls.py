@@ -11,6 +11,7 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("", include("ingest.capture.urls")),
     path("", include("ingest.fidelity.urls")),
+    path("", include("ingest.otel.urls")),
     path("", include("dashboard.teams.urls")),
     path("", include("dashboard.servers.urls")),
     path("", include("dashboard.alerts.urls")),

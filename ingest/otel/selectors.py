@@ -87,6 +87,10 @@ class SessionTokens:
         return self.input_tokens + self.cache_read_tokens + self.cache_creation_tokens
 
     @property
+    def tools_per_request(self) -> int:
+        return round((self.tool_tokens or 0) / self.bodies) if self.bodies else 0
+
+    @property
     def tool_share_pct(self) -> float | None:
         """The tool definitions' share of the prompt tokens, over the requests whose body came."""
         if self.tool_tokens is None or not self.prompt_tokens or not self.requests:
@@ -96,10 +100,10 @@ class SessionTokens:
         return round(100 * per_request_tools / per_request_prompt, 1)
 
 
-def agent_sessions(team: Team, agent: Agent, encoding: str = "cl100k_base") -> list[SessionTokens]:
-    """Measured tokens per session of ``agent`` (newest first), with the tool-definition share."""
+def agent_sessions(team: Team, agents: list[Agent], encoding: str = "cl100k_base") -> list[SessionTokens]:
+    """Measured tokens per session of ``agents`` (newest first), with the tool-definition share."""
     sums = (
-        MeasuredRequest.objects.filter(team=team, agent=agent)
+        MeasuredRequest.objects.filter(team=team, agent__in=agents)
         .values("session_id", "session__session_key")
         .annotate(
             requests=Count("pk"),
