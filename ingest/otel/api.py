@@ -31,7 +31,7 @@ from ingest.capture.models import IngestJob
 from ingest.capture.tasks import enqueue_job
 from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from ingest.otel.run import FORMAT
-from mcptax.otel.decode import Unreadable, decode_body
+from mcptax.otel.decode import check_body
 
 router = Router(tags=["telemetry"])
 logger = logging.getLogger(__name__)
@@ -66,15 +66,6 @@ def _answer(
     return response
 
 
-def _check(data: bytes) -> tuple[int, int, str]:
-    """(records, unreadable, why) of a stored body: the partial-success figures, and whether the
-    body is no OTLP logs request at all (unreadable and nothing else)."""
-    items = decode_body(data)
-    bad = [i for i in items if isinstance(i, Unreadable)]
-    reasons = sorted({b.reason.split(":")[0] for b in bad})
-    return len(items), len(bad), ", ".join(reasons)
-
-
 @router.post(
     "/otel/v1/logs",
     response={200: None, 400: None, 401: None, 413: None, 429: None, 503: None},
@@ -105,7 +96,7 @@ def otel_logs(request: TokenRequest) -> HttpResponse:
         upload.discard()
         return _answer(request, 400, message="The body is empty.")
     with open(upload.path, "rb") as spooled:
-        records, unreadable, why = _check(spooled.read())
+        records, unreadable, why = check_body(spooled.read())
     try:
         stored = upload.store()
     except OSError:

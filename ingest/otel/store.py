@@ -92,16 +92,23 @@ def _requests(run: TelemetryRun, pending: Pending) -> None:
     _store_rows(run, MeasuredRequest, rows)
 
 
-def predictions(team: Team, counted: SentToolsFigures) -> dict[str, Any]:
+def polled_servers(team: Team) -> list[McpServer]:
+    """The team's servers with a current snapshot (read once per job: a body holds a request body
+    per model request)."""
+    return list(
+        McpServer.objects.filter(team=team, current_snapshot__isnull=False).select_related(
+            "current_snapshot__document"
+        )
+    )
+
+
+def predictions(servers: list[McpServer], counted: SentToolsFigures) -> dict[str, Any]:
     """For each server of the request that the team registered and polled, the comparison with
     its current snapshot (``mcptax.otel.sent_tools.compare``)."""
     labels = {t.server for t in counted.tools if t.server and not t.deferred}
     if not labels:
         return {}
     out: dict[str, Any] = {}
-    servers = McpServer.objects.filter(team=team, current_snapshot__isnull=False).select_related(
-        "current_snapshot__document"
-    )
     for server in servers:
         label = qualified_name(server.name, "")[len("mcp__") : -2]
         snapshot = server.current_snapshot
@@ -120,6 +127,7 @@ def predictions(team: Team, counted: SentToolsFigures) -> dict[str, Any]:
 def _bodies(run: TelemetryRun, pending: Pending) -> None:
     new = _new_keys(run, SentTools, [e.context.key for _, e in pending.bodies])
     encodings = tracked_encodings()
+    servers = polled_servers(run.team)
     rows = []
     for _, event in pending.bodies:
         if event.context.key not in new:
@@ -136,7 +144,7 @@ def _bodies(run: TelemetryRun, pending: Pending) -> None:
                 totals=counted.totals,
                 mcp_loaded=counted.mcp_loaded,
                 tools=db_safe_json(counted.summary()["tools"], [], "tools"),
-                predicted=predictions(run.team, counted),
+                predicted=predictions(servers, counted),
             )
         )
     _store_rows(run, SentTools, rows)

@@ -194,11 +194,62 @@ def _json_record(index: int, item: Any, resource: dict[str, Any], scope: str) ->
     raw = canonical({"resource": resource, "scope": scope, "logRecord": item}).encode(
         "utf-8", "surrogatepass"
     )
-    if not isinstance(item, dict):
-        return Unreadable(index, "not_a_log_record", raw)
+    problem = _json_record_problem(item)
+    if problem is not None:
+        return Unreadable(index, problem, raw)
     message = LogRecord()
     try:
         json_format.ParseDict(_strip_hex_ids(item), message, ignore_unknown_fields=True)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         return Unreadable(index, f"invalid_log_record: {str(exc)[:150]}", raw)
     return _record(index, message, resource, scope)
+
+
+def _json_record_problem(item: Any) -> str | None:
+    """Why a JSON log record cannot be read, judged on its shape alone (cheap; ``decode_body``
+    still parses every field)."""
+    if not isinstance(item, dict):
+        return "not_a_log_record"
+    if not isinstance(item.get("attributes", []), list):
+        return "invalid_log_record"
+    if not isinstance(item.get("body", {}), dict):
+        return "invalid_log_record"
+    return None
+
+
+def check_body(data: bytes) -> tuple[int, int, str]:
+    """(records, unreadable, reasons) of a body, without mapping anything: what the receiver
+    answers with (partial success, or 400 when nothing in it is a log record)."""
+    if encoding_of(data) == PROTOBUF:
+        try:
+            request = ExportLogsServiceRequest.FromString(data)
+        except (DecodeError, RecursionError, ValueError):
+            return 1, 1, "invalid_protobuf"
+        count = sum(len(s.log_records) for r in request.resource_logs for s in r.scope_logs)
+        return count, 0, ""
+    try:
+        document = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return 1, 1, "invalid_json"
+    groups = (
+        document.get("resourceLogs", document.get("resource_logs")) if isinstance(document, dict) else None
+    )
+    if not isinstance(groups, list):
+        return 1, 1, "not_otlp_logs"
+    records, problems = 0, set()
+    bad = 0
+    for group in groups:
+        scopes = group.get("scopeLogs", group.get("scope_logs")) if isinstance(group, dict) else None
+        for scope_logs in scopes if isinstance(scopes, list) else []:
+            items = (
+                scope_logs.get("logRecords", scope_logs.get("log_records"))
+                if isinstance(scope_logs, dict)
+                else None
+            )
+            for item in items if isinstance(items, list) else []:
+                records += 1
+                problem = _json_record_problem(item)
+                if problem is not None:
+                    bad += 1
+                    problems.add(problem)
+    return records, bad, ", ".join(sorted(problems))
