@@ -15,6 +15,7 @@ from dashboard.teams.api import TeamTokenAuth
 from dashboard.teams.api import router as team_router
 from ingest.capture.api import router as ingest_router
 from ingest.fidelity.api import router as fidelity_router
+from ingest.otel.api import router as otel_router
 
 api = NinjaAPI(
     title="MCP tool-tax API",
@@ -25,7 +26,15 @@ api = NinjaAPI(
     urls_namespace="api",
 )
 
-for _router in (team_router, servers_router, gate_router, ingest_router, fidelity_router, health_router):
+for _router in (
+    team_router,
+    servers_router,
+    gate_router,
+    ingest_router,
+    otel_router,
+    fidelity_router,
+    health_router,
+):
     api.add_router("", _router)
 
 

@@ -298,6 +298,11 @@ INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
 # head there and the whole line as a file (default_storage, named by its sha256).
 INGEST_MAX_RAW_BYTES = env_int("INGEST_MAX_RAW_BYTES", 1024 * 1024)
 INGEST_API_RATE_PER_MINUTE = env_int("INGEST_API_RATE_PER_MINUTE", 120)
+# The OpenTelemetry logs receiver (POST /api/v1/otel/v1/logs): the largest body (as sent and after
+# gunzip; 413 past it) and the requests per minute per token (429 with Retry-After). Every agent of
+# a team exports with the team's token, by default every 5 s: 600 a minute is 50 agents.
+OTEL_MAX_BYTES = env_int("OTEL_MAX_BYTES", 8 * 1024 * 1024)
+OTEL_RATE_PER_MINUTE = env_int("OTEL_RATE_PER_MINUTE", 600)
 INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
 # A batch of an ingest is committed after this many calls, lines or argument bytes, whichever first.
 INGEST_BATCH_CALLS = env_int("INGEST_BATCH_CALLS", 250)

@@ -12,6 +12,7 @@ urlpatterns = [
     path("", include("ingest.capture.urls")),
     path("", include("ingest.fidelity.urls")),
     path("", include("ingest.discovery.urls")),
+    path("", include("ingest.otel.urls")),
     path("", include("dashboard.teams.urls")),
     path("", include("dashboard.servers.urls")),
     path("", include("dashboard.alerts.urls")),

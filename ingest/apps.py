@@ -28,5 +28,15 @@ class IngestConfig(AppConfig):
         from ingest.discovery.store import IngestSink
 
         register_discovery_sink(IngestSink())
+        # Telemetry bodies (OTLP) are jobs of the ingest pipeline run by their own reader.
+        from ingest.capture.pipeline.run import FORMAT_RUNNERS
+        from ingest.otel.run import FORMAT, run_otlp_job
+
+        FORMAT_RUNNERS[FORMAT] = run_otlp_job
+        # The methodology page lists what telemetry measured against our predictions.
+        from dashboard.servers.methodology import register_findings
+        from ingest.otel.selectors import methodology_findings
+
+        register_findings(methodology_findings)
         # The health page's ingest errors and expired leases.
         health.register(INGEST_HEALTH)

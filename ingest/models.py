@@ -28,6 +28,7 @@ from ingest.fidelity.models import (
     ReferenceFingerprint,
     SizeBucket,
 )
+from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 
 __all__ = [
     "Agent",
@@ -42,12 +43,15 @@ __all__ = [
     "FidelityDaily",
     "IngestJob",
     "LineRecord",
+    "MeasuredRequest",
     "ModelPrice",
     "ReferenceDocument",
     "ReferenceFingerprint",
+    "SentTools",
     "SessionDiscoverySummary",
     "SizeBucket",
     "TeamCaptureSettings",
+    "TelemetryAgent",
     "ToolCall",
     "Verdict",
     "WatchedFile",

@@ -37,6 +37,10 @@ A verdict says how the copy an agent sent (*arrived*) relates to what it should 
     No expected hash.
 ``capture_truncated``
     The log's own copy was cut; wins over everything (never the agent's fault).
+``no_content``
+    "No content in telemetry": the log says the call happened but carries none of its arguments
+    (an OpenTelemetry ``tool_result`` without the client's tool details). Like ``by_reference`` it
+    is counted per call, not per bulk argument, and never blamed on the agent.
 
 Precedence: exact, newline_only, line_endings, whitespace_only, truncated, elements_dropped,
 mutated, mismatch — the first that holds wins.
@@ -76,6 +80,9 @@ UNVERIFIABLE = "unverifiable"
 CAPTURE_TRUNCATED = "capture_truncated"
 # Never produced by judge_copy(): the ingest layer counts reference calls under this name.
 BY_REFERENCE = "by_reference"
+# Never produced by judge_copy(): calls whose log carried no arguments (telemetry without details).
+NO_CONTENT = "no_content"
+VERDICT_LABELS: dict[str, str] = {NO_CONTENT: "no content in telemetry"}
 
 # Precedence of the comparison verdicts (docs/definitions.md): the first that holds wins.
 PRECEDENCE: tuple[str, ...] = (
@@ -104,6 +111,7 @@ SEVERITY: dict[str, str] = {
     MISMATCH: "damaged",
     UNVERIFIABLE: "unknown",
     CAPTURE_TRUNCATED: "unknown",
+    NO_CONTENT: "unknown",
 }
 
 _TERMINATORS = ("\r\n", "\n")
@@ -150,7 +158,7 @@ class CopyVerdict:
 
 def verdict_counts_order() -> tuple[str, ...]:
     """Every verdict name in display order for count tables (precedence, then the rest)."""
-    return (*VERDICTS, BY_REFERENCE)
+    return (*VERDICTS, BY_REFERENCE, NO_CONTENT)
 
 
 def severity(verdict: str) -> str:

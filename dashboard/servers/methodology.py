@@ -7,6 +7,7 @@ The capture ships with the code (`examples/captures/`), a byte-identical copy of
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -121,3 +122,20 @@ def profile_table(
         for p in profiles.PROFILES
         if p in counts
     ]
+
+
+# Measured findings: what a client was seen sending differs from what a profile predicts. Other
+# parts of the product (telemetry, in ``ingest``) register a source at start-up; this module must
+# not import them (``ingest`` depends on ``dashboard``, never the reverse).
+FindingSource = Callable[[Any], list[dict[str, Any]]]
+FINDING_SOURCES: list[FindingSource] = []
+
+
+def register_findings(source: FindingSource) -> None:
+    if source not in FINDING_SOURCES:
+        FINDING_SOURCES.append(source)
+
+
+def measured_findings(user: Any) -> list[dict[str, Any]]:
+    """Every registered source's findings for the teams ``user`` belongs to."""
+    return [finding for source in FINDING_SOURCES for finding in source(user)]

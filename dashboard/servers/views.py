@@ -469,7 +469,11 @@ def stacks(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @login_required
 def methodology(request: HtmxHttpRequest) -> HttpResponse:
     """How every figure is counted, with a worked example on a real server (dashboard.servers.methodology)."""
-    from dashboard.servers.methodology import worked_example
+    from dashboard.servers.methodology import measured_findings, worked_example
 
-    ctx = {"example": worked_example(), "encodings": offline_encodings}
+    ctx = {
+        "example": worked_example(),
+        "encodings": offline_encodings,
+        "findings": measured_findings(request.user),
+    }
     return render(request, "servers/methodology.html", ctx)

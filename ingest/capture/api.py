@@ -140,7 +140,7 @@ def _body_stream(request: HttpRequest) -> Callable[[int], bytes]:
     return request.read
 
 
-def _spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
+def spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
     """Stream the request body (gunzipped when it is gzip) into ``upload``.
 
     The limit applies to the body as sent and, for gzip, to the decompressed data too (the
@@ -214,7 +214,7 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
 
     try:
         with UploadWriter(request.team, "api.jsonl", max_bytes=limit) as upload:
-            _spool_body(request, upload, limit)
+            spool_body(request, upload, limit)
     except UploadTooLarge:
         return _too_large(limit)
     except BadBody as exc:

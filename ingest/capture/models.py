@@ -115,6 +115,9 @@ class ToolCall(models.Model):
     # What the server said it processed (structuredContent.sha256 or a JSON text result's sha256).
     server_reported_sha256 = models.CharField(max_length=64, blank=True)
     capture_truncated = models.BooleanField(default=False)
+    # The log says the call happened but carries none of its arguments (OpenTelemetry logs without
+    # the client's tool details): counted, with the verdict "no content in telemetry".
+    no_content = models.BooleanField(default=False)
     # What the ingest had to change to store the call (e.g. NUL characters a database refuses, an
     # over-long identifier shortened), or content it could not keep. Figures and hashes are always
     # computed over the exact captured values, never over these stored stand-ins.
@@ -151,6 +154,7 @@ class Verdict(models.TextChoices):
     MISMATCH = "mismatch", "Mismatch"
     UNVERIFIABLE = "unverifiable", "Unverifiable"
     CAPTURE_TRUNCATED = "capture_truncated", "Capture truncated"
+    NO_CONTENT = "no_content", "No content in telemetry"
 
 
 class BulkArgument(models.Model):
@@ -188,6 +192,7 @@ class IngestJob(models.Model):
         WATCH = "watch", "Watched folder"
         API = "api", "API"
         COMMAND = "command", "Command"
+        OTEL = "otel", "Telemetry (OTLP)"
 
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"

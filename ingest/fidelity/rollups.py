@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ingest.fidelity.verdicts import Change
 
 BY_REFERENCE = fidelity.BY_REFERENCE
+NO_CONTENT = fidelity.NO_CONTENT
 NO_BULK = "no_bulk"
 KB = 1024
 # Upper bounds (exclusive) of the size buckets, in bytes.
@@ -55,7 +56,9 @@ COUNTS = (
     "estimated_calls",
 )
 # Verdicts that are judgements of the agent (exact-match rates are over these).
-JUDGED = tuple(v for v in fidelity.VERDICTS if v not in (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED))
+JUDGED = tuple(
+    v for v in fidelity.VERDICTS if v not in (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED, NO_CONTENT)
+)
 DAMAGED = (fidelity.TRUNCATED, fidelity.ELEMENTS_DROPPED)
 
 Key = tuple[date, int | None, str, str, str, str]  # day, agent_id, server_label, tool, verdict, bucket
@@ -85,7 +88,7 @@ def contributions(
     error = 1 if call.is_error else 0
     estimated = 1 if call.output_tokens_estimated else 0
     if not arguments:
-        verdict = BY_REFERENCE if call.is_reference_call else NO_BULK
+        verdict = BY_REFERENCE if call.is_reference_call else (NO_CONTENT if call.no_content else NO_BULK)
         output = call.output_tokens or 0
         counts = Counter(
             calls=1,

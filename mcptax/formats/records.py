@@ -233,6 +233,8 @@ class ObservedCall:
     server_info: dict[str, Any] | None = None
     # True when the input ended before any response for this request was seen.
     unanswered: bool = False
+    # The log carried none of the call's arguments (telemetry without the client's tool details).
+    no_content: bool = False
 
 
 @dataclass

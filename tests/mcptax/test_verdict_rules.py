@@ -212,7 +212,13 @@ def test_precedence_order_and_counts_order():
     )
     order = verdict_counts_order()
     assert order[: len(fidelity.PRECEDENCE)] == fidelity.PRECEDENCE
-    assert set(order) == {*fidelity.PRECEDENCE, "unverifiable", "capture_truncated", "by_reference"}
+    assert set(order) == {
+        *fidelity.PRECEDENCE,
+        "unverifiable",
+        "capture_truncated",
+        "by_reference",
+        "no_content",
+    }
     assert len(order) == len(set(order))
     assert {fidelity.severity(v) for v in order} == {"ok", "cosmetic", "damaged", "unknown"}
 

@@ -348,6 +348,7 @@ class CallStore:
             capture_truncated=call.capture_truncated,
             redacted=call.redacted,
             unanswered=call.unanswered,
+            no_content=call.no_content,
             ingest_notes=notes,
         )
         stored, pointers, kept = self._arguments(bulk, notes)

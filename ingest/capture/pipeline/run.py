@@ -42,7 +42,12 @@ Enqueue = Callable[[int], Any]
 
 Status = IngestJob.Status
 # Jobs a worker runs from the queue: a transient failure is retried (see lease.fail).
-RETRIED_SOURCES = (IngestJob.Source.UPLOAD, IngestJob.Source.API)
+RETRIED_SOURCES = (IngestJob.Source.UPLOAD, IngestJob.Source.API, IngestJob.Source.OTEL)
+# Formats whose input is not a log of lines but one document another package reads (OTLP bodies,
+# ``ingest.otel``): ``runner(job, token)`` runs such a job under the same lease, retries and
+# accounting. Registered by the app at start-up.
+JobRunner = Callable[[IngestJob, str], None]
+FORMAT_RUNNERS: dict[str, JobRunner] = {}
 
 
 def batch_limits() -> tuple[int, int, int]:
@@ -287,7 +292,8 @@ def _tools_of(events: Iterable[Any]) -> set[str]:
 
 
 def verdict_counts(job: IngestJob) -> dict[str, int]:
-    """{verdict: n} over the job's bulk arguments ("pending" = not judged yet), plus ``by_reference``."""
+    """{verdict: n} over the job's bulk arguments ("pending" = not judged yet), plus ``by_reference`` and
+    ``no_content`` (calls whose log carried no arguments)."""
     counts = {
         (row["verdict"] or "pending"): row["n"]
         for row in BulkArgument.objects.filter(call__job=job).values("verdict").annotate(n=Count("pk"))
@@ -295,6 +301,9 @@ def verdict_counts(job: IngestJob) -> dict[str, int]:
     by_reference = ToolCall.objects.filter(job=job, is_reference_call=True).count()
     if by_reference:
         counts["by_reference"] = by_reference
+    no_content = ToolCall.objects.filter(job=job, no_content=True).count()
+    if no_content:
+        counts["no_content"] = no_content
     return counts
 
 
@@ -330,6 +339,8 @@ def run_job(job_id: int, *, max_bytes: int | None = None, enqueue_range: Enqueue
             ranges.run_range(job, token)
         elif IngestJob.objects.filter(parent=job).exists():
             ranges.stitch_parent(job, token)
+        elif job.format in FORMAT_RUNNERS:
+            FORMAT_RUNNERS[job.format](job, token)
         else:
             _run(job, token, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes, enqueue_range)
     except LeaseLost:

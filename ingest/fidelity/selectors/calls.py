@@ -14,7 +14,7 @@ from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkArgument, BulkContent, ToolCall
 from ingest.fidelity.models import ReferenceDocument
-from ingest.fidelity.rollups import BY_REFERENCE, NO_BULK
+from ingest.fidelity.rollups import BY_REFERENCE, NO_BULK, NO_CONTENT
 from ingest.fidelity.selectors.agents import FamilyReport
 from ingest.fidelity.selectors.common import (
     PASTE_VERDICTS,
@@ -118,14 +118,16 @@ def calls_page(
     if verdict == BY_REFERENCE:
         calls = calls.filter(is_reference_call=True)
     elif verdict == NO_BULK:
-        calls = calls.filter(bulk_count=0, is_reference_call=False)
+        calls = calls.filter(bulk_count=0, is_reference_call=False, no_content=False)
+    elif verdict == NO_CONTENT:
+        calls = calls.filter(no_content=True)
     pair = None
     if filters["tool"]:
         pair = next(((s, t) for s, t, _ in report.by_tool if f"{s}/{t}" == filters["tool"]), None)
         if pair is not None:
             calls = calls.filter(server_label=pair[0], tool=pair[1])
     offset, limit = (number - 1) * CALLS_PER_PAGE, CALLS_PER_PAGE + 1
-    if verdict and verdict not in (BY_REFERENCE, NO_BULK):
+    if verdict and verdict not in (BY_REFERENCE, NO_BULK, NO_CONTENT):
         stored = "" if verdict == PENDING else verdict
         pastes = sum(n for v, n in report.total.by_verdict.items() if v in PASTE_VERDICTS)
         if report.total.by_verdict.get(verdict, 0) * 20 < pastes:

@@ -22,7 +22,7 @@ from django.utils import timezone
 from dashboard.servers.models import McpServer, ToolsDocument
 from dashboard.teams.models import Team
 from ingest.fidelity.models import FidelityDaily, SizeBucket
-from ingest.fidelity.rollups import BY_REFERENCE, COUNTS, JUDGED, NO_BULK
+from ingest.fidelity.rollups import BY_REFERENCE, COUNTS, JUDGED, NO_BULK, NO_CONTENT
 from mcptax import verdict_rules as fidelity
 from mcptax.bulk import CONTENT_KEYS, REFERENCE_KEYS
 
@@ -32,11 +32,14 @@ DEFAULT_PERIOD = 30
 PENDING = "pending"
 # Display order of verdict columns: precedence, the unjudged ones, then the non-paste rows.
 VERDICT_ORDER: tuple[str, ...] = (*fidelity.verdict_counts_order(), PENDING, NO_BULK)
-PASTE_VERDICTS = tuple(v for v in VERDICT_ORDER if v not in (BY_REFERENCE, NO_BULK))
+# Verdicts that count calls, not bulk arguments.
+CALL_VERDICTS = (BY_REFERENCE, NO_BULK, NO_CONTENT)
+PASTE_VERDICTS = tuple(v for v in VERDICT_ORDER if v not in CALL_VERDICTS)
 VERDICT_LABELS = {
     **{v: v.replace("_", " ") for v in VERDICT_ORDER},
     BY_REFERENCE: "by reference",
     NO_BULK: "no bulk argument",
+    NO_CONTENT: fidelity.VERDICT_LABELS[NO_CONTENT],
 }
 SEVERITY = {**fidelity.SEVERITY, PENDING: "unknown", NO_BULK: "unknown"}
 # Badge classes of app.css for each severity.
@@ -113,7 +116,7 @@ class Tally:
         if verdict == BY_REFERENCE:
             self.reference_calls += calls
             self.by_verdict[verdict] += calls
-        elif verdict == NO_BULK:
+        elif verdict in (NO_BULK, NO_CONTENT):
             self.by_verdict[verdict] += calls
         else:
             self.bulk_calls += calls
@@ -157,11 +160,11 @@ class Tally:
 
     def verdict_cells(self, verdicts: Iterable[str] = VERDICT_ORDER) -> list[dict[str, Any]]:
         """One cell per verdict for a table row: count, share of bulk arguments, severity."""
-        pastes = sum(n for v, n in self.by_verdict.items() if v not in (BY_REFERENCE, NO_BULK))
+        pastes = sum(n for v, n in self.by_verdict.items() if v not in CALL_VERDICTS)
         cells = []
         for verdict in verdicts:
             count = self.by_verdict.get(verdict, 0)
-            base = pastes if verdict not in (BY_REFERENCE, NO_BULK) else self.calls
+            base = pastes if verdict not in CALL_VERDICTS else self.calls
             cells.append(
                 {
                     "verdict": verdict,
@@ -248,7 +251,7 @@ def observed_accepting_tools(rows: Iterable[dict[str, Any]]) -> set[tuple[str, s
             continue
         if row["verdict"] == BY_REFERENCE:
             kinds[(row["server_label"], row["tool"])].add("reference")
-        elif row["verdict"] != NO_BULK:
+        elif row["verdict"] not in (NO_BULK, NO_CONTENT):
             kinds[(row["server_label"], row["tool"])].add("paste")
     return {tool for tool, seen in kinds.items() if len(seen) == 2}
 

@@ -15,7 +15,7 @@ from django.db.models import Sum
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 from ingest.fidelity.models import FidelityDaily
-from ingest.fidelity.rollups import BY_REFERENCE, DAMAGED, JUDGED, NO_BULK
+from ingest.fidelity.rollups import BY_REFERENCE, DAMAGED, JUDGED, NO_BULK, NO_CONTENT
 from ingest.fidelity.selectors.common import days_ago, exact_rate
 from mcptax import verdict_rules as fidelity
 
@@ -92,7 +92,7 @@ def reference_adoption(team: Team, *, agent: int | None = None, since: date | No
     A tool "accepts both" when the captured traffic shows both kinds of call to it (in the
     period, by anyone in the team); ``tools`` lists them with their own figures.
     """
-    rows = FidelityDaily.objects.filter(team=team).exclude(verdict=NO_BULK)
+    rows = FidelityDaily.objects.filter(team=team).exclude(verdict__in=(NO_BULK, NO_CONTENT))
     if since is not None:
         rows = rows.filter(day__gte=since)
     per_tool: dict[tuple[str, str], dict[str, int]] = defaultdict(
