@@ -1,7 +1,7 @@
 """Polling: claim a server, fetch its tools/list, record a snapshot or the failure.
 
-Plain functions; `dashboard.servers.tasks` wraps them for Celery, the `poll` command calls them
-directly.
+Plain functions; `dashboard.tasks` wraps them for Celery and runs what follows a new snapshot,
+the `poll` command calls that flow directly.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import hashlib
 import logging
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -34,11 +33,14 @@ from dashboard.servers.models import (
     poll_lock_stale_after,
 )
 from dashboard.servers.signals import snapshot_recorded
+from dashboard.system.broker import Enqueue
 from mcptax import findings as findings_mod
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget
 
 log = logging.getLogger(__name__)
+# The Celery task that polls one server (dashboard.tasks), sent by name so nothing here imports it.
+POLL_TASK = "dashboard.tasks.poll_server"
 
 
 @dataclass
@@ -295,7 +297,7 @@ def _notify_listeners(snapshot: Snapshot) -> None:
 def dispatch_due(
     now: datetime | None = None,
     *,
-    enqueue: Callable[[int, datetime], object],
+    enqueue: Enqueue,
     lookahead: timedelta | None = None,
 ) -> list[int]:
     """Find servers due for a poll within the next beat tick and hand each server's id and its
@@ -318,6 +320,6 @@ def dispatch_due(
             next_poll_at=hold
         )
         if claimed == 1:
-            enqueue(server.pk, eta)
+            enqueue(server.pk, eta=eta)
             dispatched.append(server.pk)
     return dispatched

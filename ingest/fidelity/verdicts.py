@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -35,11 +35,12 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.system.broker import Enqueue
 from dashboard.teams.models import Team
 from ingest.capture.expectations import CALLER, META
 from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
-from ingest.capture.pipeline import bulkwrite
+from ingest.capture.pipeline import bulkwrite, refresh_verdict_counts
 from ingest.fidelity import rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
 from mcptax import verdict_rules as fidelity
@@ -348,11 +349,7 @@ def rejudge(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
         changes = judge_arguments(team, arguments)
         moved = [c for c in changes if c.old and c.old != c.argument.verdict]
         rollups.apply_verdict_changes(team, moved)
-    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true. Imported
-    # here only while ingest.capture.pipeline still imports this module (the capture branch ends
-    # that; then this import belongs at the top).
-    from ingest.capture.pipeline import refresh_verdict_counts
-
+    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true.
     job_ids = {c.argument.call.job_id for c in moved if c.argument.call.job_id}
     for job in IngestJob.objects.filter(pk__in=job_ids, status=IngestJob.Status.DONE):
         refresh_verdict_counts(job)
@@ -447,10 +444,17 @@ def rejudge_without_document(team: Team, sha256: str) -> int:
     return len(rejudge(team, arguments))
 
 
-Enqueue = Callable[[int], Any]
+# The Celery task that re-judges for a new document (ingest.tasks), sent by name.
+REJUDGE_TASK = "ingest.tasks.rejudge_document"
+
+
+def rejudge_document(document_id: int) -> int:
+    """Re-judge what a newly registered document explains (a removed document: nothing to do)."""
+    document = ReferenceDocument.objects.filter(pk=document_id).select_related("team").first()
+    return rejudge_for_document(document) if document is not None else 0
 
 
 def queue_rejudge(document: ReferenceDocument, enqueue: Enqueue) -> None:
-    """Have a worker re-judge for a new document once the registration commits: the caller passes
-    ``enqueue`` (the view: ``rejudge_document_task.delay``), which gets the document's id."""
+    """Have a worker re-judge for a new document once the registration commits: ``enqueue`` gets
+    the document's id."""
     transaction.on_commit(lambda: enqueue(document.pk))

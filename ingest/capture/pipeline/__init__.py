@@ -2,8 +2,9 @@
 
 Public entry points (stable; pages, the API, commands and tasks build on them):
 
-- ``create_job(team, *, source, filename, path, format="auto", user=None, enqueue=None) -> IngestJob``;
-  the caller that wants it run by a worker passes ``enqueue=run_ingest_job.delay``.
+- ``create_job(team, *, source, filename, path="", storage_name="", size=None, format="auto",
+  user=None) -> IngestJob``: a queued job; the caller that wants a worker to run it sends its id
+  (``ingest.tasks.enqueue_job``), otherwise it runs it with ``run_job``.
 - ``run_job(job_id) -> IngestJob``: runs (or resumes) a job; never raises for a bad input or an
   unexpected error (the job is marked failed with the error, counts kept). Idempotent: a done job
   is returned as is, a killed job re-run finishes with the same counts as an uninterrupted run.
@@ -52,7 +53,15 @@ written once: by ``COPY`` on PostgreSQL, see ``bulkwrite``); after the commit ``
 is sent with the ids of the calls this job stored in it.
 """
 
-from ingest.capture.pipeline.jobs import Enqueue, create_job, ingest_bytes, ingest_path
+from ingest.capture.pipeline.jobs import (
+    RUN_JOB_TASK,
+    RUN_RANGE_TASK,
+    create_job,
+    enqueue_job,
+    ingest_bytes,
+    ingest_path,
+    queued_for_sweep_message,
+)
 from ingest.capture.pipeline.lease import stalled_jobs
 from ingest.capture.pipeline.ranges import progress as range_progress
 from ingest.capture.pipeline.run import refresh_verdict_counts, run_job, verdict_counts
@@ -60,7 +69,10 @@ from ingest.capture.pipeline.values import server_reported_sha256
 from ingest.capture.pipeline.watched import ingest_watched_file
 
 __all__ = [
-    "Enqueue",
+    "RUN_JOB_TASK",
+    "RUN_RANGE_TASK",
+    "enqueue_job",
+    "queued_for_sweep_message",
     "create_job",
     "ingest_bytes",
     "ingest_path",
