@@ -9,7 +9,6 @@ from ingest.capture.models import (
     LineRecord,
     TeamCaptureSettings,
     ToolCall,
-    Verdict,
     WatchedFile,
     WatchedFolder,
 )
@@ -19,6 +18,7 @@ from ingest.fidelity.models import (
     ReferenceDocument,
     ReferenceFingerprint,
     SizeBucket,
+    Verdict,
 )
 
 __all__ = [

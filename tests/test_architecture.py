@@ -1,5 +1,6 @@
 """The shape of the code, checked: module size, a Django-free core, no import cycles between
-sub-packages, every test asserting something, and the README's layout matching the tree."""
+sub-packages nor between modules, every test asserting something, and the README's layout
+matching the tree."""
 
 from __future__ import annotations
 
@@ -125,6 +126,18 @@ def test_sub_packages_import_each_other_without_cycles():
         cycle = exc.args[1]
         steps = [evidence.get((cycle[i + 1], cycle[i]), "?") for i in range(len(cycle) - 1)]
         pytest.fail(f"import cycle between sub-packages: {' <- '.join(cycle)}\n" + "\n".join(steps))
+
+
+def test_no_module_imports_itself_back():
+    """No runtime import cycle between modules either (lazy imports included, type-only ones not):
+    two modules that need each other share a third one instead."""
+    files = python_files(*PACKAGES)
+    known = {module_name(p) for p in files}
+    graph = {module_name(p): imported_modules(p, known) - {module_name(p)} for p in files}
+    try:
+        tuple(TopologicalSorter(graph).static_order())
+    except CycleError as exc:
+        pytest.fail(f"import cycle between modules: {' <- '.join(exc.args[1])}")
 
 
 # -- every test asserts --------------------------------------------------------------------------

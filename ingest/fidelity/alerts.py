@@ -28,7 +28,8 @@ from dashboard.alerts.models import FIDELITY_MEASURES, Measure, Threshold
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent, BulkArgument, ToolCall
-from ingest.fidelity.rollups import DAMAGED, JUDGED, call_day
+from ingest.fidelity.models import DAMAGED, JUDGED
+from ingest.fidelity.rollups import call_day
 from ingest.fidelity.selectors.totals import cost_by_day
 from mcptax import verdict_rules as fidelity
 

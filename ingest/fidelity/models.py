@@ -17,6 +17,7 @@ from django.utils import timezone
 from dashboard.teams.models import Team
 from dashboard.teams.validators import NameField
 from ingest.capture.models import Agent
+from mcptax import verdict_rules
 
 
 class ReferenceDocument(models.Model):
@@ -107,6 +108,21 @@ class ModelPrice(models.Model):
     def __str__(self) -> str:
         scope = self.team or "global"
         return f"{self.model} ({self.agent_family or 'default'}, {scope})"
+
+
+# The verdicts of a bulk argument (docs/definitions.md), with the groups the pages and alerts count
+# by: one definition, mcptax.verdict_rules, which BulkArgument.verdict's choices also come from.
+# (Django's functional enum API, which the stubs do not type.)
+Verdict = models.TextChoices(
+    "Verdict",
+    [(value.upper(), (value, label)) for value, label in verdict_rules.CHOICES],  # type: ignore[call-overload]
+)
+# Rollup rows count reference calls and calls without a bulk argument under these names.
+BY_REFERENCE = verdict_rules.BY_REFERENCE
+NO_BULK = "no_bulk"
+# Verdicts that are judgements of the agent (exact-match rates are over these); damaged copies.
+JUDGED = verdict_rules.JUDGED
+DAMAGED = verdict_rules.DAMAGED
 
 
 class SizeBucket(models.TextChoices):

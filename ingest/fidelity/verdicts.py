@@ -37,12 +37,14 @@ from django.utils import timezone
 
 from dashboard.system.broker import Enqueue
 from dashboard.teams.models import Team
+from ingest import bulkwrite
 from ingest.capture.expectations import CALLER, META
 from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
-from ingest.capture.pipeline import bulkwrite, refresh_verdict_counts
+from ingest.capture.pipeline import refresh_verdict_counts
 from ingest.fidelity import rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
+from ingest.fidelity.rollups import Change
 from mcptax import verdict_rules as fidelity
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
 from mcptax.tokens import canonical
@@ -141,14 +143,6 @@ def _as_value(text: str, is_array: bool, want_array: bool) -> str | list[Any]:
 
 
 # -- judging ------------------------------------------------------------------------------------------
-
-
-@dataclass
-class Change:
-    """One argument whose verdict was set or changed (``old`` is "" when it was first judged)."""
-
-    argument: BulkArgument
-    old: str
 
 
 def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:

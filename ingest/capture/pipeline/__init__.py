@@ -18,8 +18,8 @@ Public entry points (stable; pages, the API, commands and tasks build on them):
 Uploads are written by ``ingest.capture.uploads``.
 
 Modules: ``jobs`` (creating jobs), ``lease`` (one run per job), ``reading`` (lines, format,
-parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``run`` (batches,
-line accounting, progress), ``bulkwrite`` (``COPY`` and its INSERT fallback), ``figures``
+parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``batch`` (a run's
+batches, line accounting, progress), ``run`` (running a job: one pass or ranges), ``figures``
 (hashing and tokenizing a call's bulk arguments), ``links`` (proxy capture and transcript of one
 call), ``ranges`` (a large file read in line ranges by several workers, then
 stitched), ``watched`` (tailing a watched file, read on from its offset with the saved pairing
@@ -49,10 +49,11 @@ redelivered task) from working on one job at once.
 
 Inside each batch's transaction ``ingest.capture.signals.calls_storing`` is sent with the rows
 about to be written (the fidelity step judges them and rolls them up there, so each row is
-written once: by ``COPY`` on PostgreSQL, see ``bulkwrite``); after the commit ``calls_ingested``
+written once: by ``COPY`` on PostgreSQL, see ``ingest.bulkwrite``); after the commit ``calls_ingested``
 is sent with the ids of the calls this job stored in it.
 """
 
+from ingest.capture.pipeline.batch import refresh_verdict_counts, verdict_counts
 from ingest.capture.pipeline.jobs import (
     RUN_JOB_TASK,
     RUN_RANGE_TASK,
@@ -64,7 +65,7 @@ from ingest.capture.pipeline.jobs import (
 )
 from ingest.capture.pipeline.lease import stalled_jobs
 from ingest.capture.pipeline.ranges import progress as range_progress
-from ingest.capture.pipeline.run import refresh_verdict_counts, run_job, verdict_counts
+from ingest.capture.pipeline.run import run_job
 from ingest.capture.pipeline.values import server_reported_sha256
 from ingest.capture.pipeline.watched import ingest_watched_file
 

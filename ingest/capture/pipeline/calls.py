@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer
+from ingest import bulkwrite
 from ingest.capture.expectations import caller_expectations
 from ingest.capture.models import (
     Agent,
@@ -24,7 +25,6 @@ from ingest.capture.models import (
     TeamCaptureSettings,
     ToolCall,
 )
-from ingest.capture.pipeline import bulkwrite
 from ingest.capture.pipeline.figures import call_figures
 from ingest.capture.pipeline.links import link_calls
 from ingest.capture.pipeline.values import (

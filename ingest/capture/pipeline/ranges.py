@@ -26,10 +26,11 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from dashboard.system.broker import Enqueue
 from ingest.capture.models import IngestJob, LineRecord
+from ingest.capture.pipeline.batch import Run
 from ingest.capture.pipeline.lease import LeaseLost
 from ingest.capture.pipeline.reading import Lines
-from ingest.capture.pipeline.run import Enqueue, Run, run_job
 from ingest.capture.storage import open_job_input
 from mcptax.formats import parse
 from mcptax.formats.assemble import assemble
@@ -147,10 +148,9 @@ def after_range_failed(job: IngestJob) -> None:
     )
 
 
-def stitch_when_ready(parent_id: int) -> None:
-    """Run the parent's stitch if every range is done (whichever range finishes last gets here)."""
-    if not IngestJob.objects.filter(parent_id=parent_id).exclude(status=Status.DONE).exists():
-        run_job(parent_id)
+def all_done(parent_id: int) -> bool:
+    """Whether every range of the file is done, so its stitch may run."""
+    return not IngestJob.objects.filter(parent_id=parent_id).exclude(status=Status.DONE).exists()
 
 
 def stitch_parent(job: IngestJob, token: str) -> None:

@@ -10,10 +10,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob, WatchedFile
+from ingest.capture.pipeline.batch import Run
 from ingest.capture.pipeline.jobs import create_job
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail
 from ingest.capture.pipeline.reading import Lines, detect, last_line_end, outputs
-from ingest.capture.pipeline.run import Run
 from ingest.capture.watchguard import (
     HEAD_BYTES,
     NotOurFile,

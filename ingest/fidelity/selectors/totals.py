@@ -14,8 +14,7 @@ from django.db.models import Sum
 
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
-from ingest.fidelity.models import FidelityDaily
-from ingest.fidelity.rollups import BY_REFERENCE, NO_BULK
+from ingest.fidelity.models import BY_REFERENCE, NO_BULK, FidelityDaily
 from ingest.fidelity.selectors.common import days_ago
 
 

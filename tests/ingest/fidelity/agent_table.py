@@ -9,8 +9,7 @@ from typing import Any
 from django.db.models import Sum
 
 from dashboard.teams.models import Team
-from ingest.fidelity.models import FidelityDaily
-from ingest.fidelity.rollups import BY_REFERENCE, DAMAGED, JUDGED
+from ingest.fidelity.models import BY_REFERENCE, DAMAGED, JUDGED, FidelityDaily
 from ingest.fidelity.selectors.common import exact_rate
 from mcptax import verdict_rules as fidelity
 

@@ -22,8 +22,7 @@ from dashboard.alerts.models import Alert, Level, Measure, Threshold
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob, ToolCall
 from ingest.fidelity import references
-from ingest.fidelity.models import FidelityDaily
-from ingest.fidelity.rollups import JUDGED
+from ingest.fidelity.models import JUDGED, FidelityDaily
 from ingest.fidelity.selectors import totals as rollup_totals
 from mcptax import textdiff
 from mcptax import verdict_rules as fidelity
