@@ -20,7 +20,7 @@ script creates the database if it is missing, migrates it, and measures in one r
   scanned, then grown by ``--grow-mb`` MB (1) before each of ``--scans`` scans (3): the time and
   bytes parsed by a later scan beside the first. ``--skip-parallel`` skips both.
 
-It prints a table (figure, target, met?) ready for the README. ``--repeat R`` measures raw and
+It prints a table (figure, target, met?) ready for docs/benchmarks.md. ``--repeat R`` measures raw and
 one-worker R times, alternating, and keeps the best of each (for a machine with other work).
 """
 

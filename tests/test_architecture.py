@@ -1,6 +1,6 @@
 """The shape of the code, checked: module size, a Django-free core, no import cycles between
-sub-packages nor between modules, every test asserting something, and the README's layout
-matching the tree."""
+sub-packages nor between modules, every test asserting something, and the layout in
+docs/architecture.md matching the tree."""
 
 from __future__ import annotations
 
@@ -196,13 +196,13 @@ def test_every_test_function_asserts():
     assert silent == [], f"these tests assert nothing: {silent}"
 
 
-# -- the README's layout section -------------------------------------------------------------------
+# -- the layout section of docs/architecture.md -------------------------------------------------------
 
 
 def _layout_section() -> str:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "architecture.md").read_text()
     match = re.search(r"^## Layout\n(.*?)(?=^## )", text, re.S | re.M)
-    assert match, "README.md has no '## Layout' section"
+    assert match, "docs/architecture.md has no '## Layout' section"
     return match.group(1)
 
 
@@ -210,7 +210,7 @@ def test_readme_layout_names_only_paths_that_exist():
     paths = re.findall(r"`([\w.-][\w./-]*/|[\w./-]+\.py)`", _layout_section())
     assert paths, "the layout section names no paths"
     missing = [p for p in paths if not (ROOT / p).exists()]
-    assert missing == [], f"README layout names paths that do not exist: {missing}"
+    assert missing == [], f"the layout names paths that do not exist: {missing}"
 
 
 def test_readme_layout_names_every_sub_package():
@@ -222,7 +222,7 @@ def test_readme_layout_names_every_sub_package():
         if init.parent.name not in ("migrations", "management", "templatetags")
     )
     unnamed = [p for p in packages if f"`{p}`" not in section]
-    assert unnamed == [], f"README layout does not describe: {unnamed}"
+    assert unnamed == [], f"the layout does not describe: {unnamed}"
 
 
 # -- the second leg's selection ---------------------------------------------------------------------

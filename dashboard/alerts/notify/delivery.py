@@ -75,7 +75,7 @@ def _absolute(path: str, origin: str = "") -> str:
 
 
 def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
-    """The documented webhook payload (README, "Webhook payload"). Keys are stable; add, never rename."""
+    """The documented webhook payload (docs/alerts.md, "Webhook payload"). Keys are stable; add, never rename."""
     resolved = kind == EventKind.RESOLVED
     snapshot = alert.resolved_snapshot if resolved and alert.resolved_snapshot else alert.snapshot
     return {
