@@ -10,17 +10,13 @@ class DashboardConfig(AppConfig):
         # commands), so no module has to be imported for its side effect.
         from celery.signals import task_failure, task_retry, worker_ready
 
-        from dashboard.alerts import budgets, defaults
+        from dashboard.alerts import defaults
         from dashboard.alerts.health import SOURCE as DELIVERY_HEALTH
-        from dashboard.servers import provider
         from dashboard.servers.health import SOURCE as POLL_HEALTH
-        from dashboard.servers.signals import snapshot_recorded
         from dashboard.system import health
         from dashboard.system.worker import announce_worker, on_task_trouble
         from dashboard.teams.signals import team_created
 
-        snapshot_recorded.connect(budgets.on_snapshot_recorded, dispatch_uid="dashboard.alerts.budgets")
-        snapshot_recorded.connect(provider.on_snapshot_recorded, dispatch_uid="dashboard.servers.provider")
         team_created.connect(defaults.on_team_created, dispatch_uid="dashboard.alerts.defaults")
         worker_ready.connect(announce_worker, dispatch_uid="dashboard.system.worker", weak=False)
         for name, signal in (("failure", task_failure), ("retry", task_retry)):

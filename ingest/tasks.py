@@ -1,5 +1,18 @@
-"""The ingest app's Celery tasks: thin wrappers over the pipeline, the folder watch, retention and
-re-judging, all routed to the ``ingest`` queue (the folder scan to ``INGEST_WATCH_QUEUE``).
+"""The ingest flow, top to bottom, and its Celery tasks (thin wrappers), all routed to the
+``ingest`` queue (the folder scan to ``INGEST_WATCH_QUEUE``).
+
+Upload -> rollups, every step a named call into a sub-package:
+
+1. a job is created and sent here (``pipeline.create_job``, ``pipeline.enqueue_job``; the folder
+   scan and the stalled-job sweep below send theirs);
+2. ``run_ingest_job`` -> ``pipeline.run_job``: read the file a batch at a time (or cut a large one
+   into ranges, each sent to ``run_ingest_range``) and store each batch's calls, bulk arguments and
+   line outcomes in one transaction (``batch.Run``);
+3. in that transaction the fidelity step passed in, ``batches.STEP``, judges the batch's bulk
+   arguments and adds its calls to the daily rollups (``storing``);
+4. after the commit it judges what is left, re-judges older arguments the new contents explain and
+   evaluates the fidelity alerts, whose deliveries go to the ``notify`` queue (``stored``);
+5. the finished job keeps its verdict counts (``verdict_counts``).
 
 Each task's name is its import path (``ingest.tasks.run_ingest_job``): messages in flight, the
 routes and beat's schedule in ``config/settings.py`` name them so, and a test checks that every
@@ -15,7 +28,7 @@ from celery import shared_task
 from dashboard.system import broker
 from ingest.capture import pipeline, retention, watch
 from ingest.capture.models import IngestJob
-from ingest.fidelity import verdicts
+from ingest.fidelity import batches, verdicts
 
 
 @shared_task(name=pipeline.RUN_JOB_TASK, ignore_result=True)
@@ -39,14 +52,15 @@ def _run(job_id: int, task: Any) -> str:
     attempts_before = IngestJob.objects.filter(pk=job_id).values_list("attempts", flat=True).first()
     enqueue_range = broker.enqueue(pipeline.RUN_RANGE_TASK, "queueing ingest range {pk}", after_commit=False)
     try:
-        job = pipeline.run_job(job_id, enqueue_range=enqueue_range)
+        job = pipeline.run_job(job_id, enqueue_range=enqueue_range, fidelity=batches.STEP)
     except IngestJob.DoesNotExist:
         return "missing"
     # Only the run that failed sends the retry (an early duplicate delivery, refused, sends none),
     # and never in eager mode, where nothing could hold the message until its time.
     failed_now = job.attempts != attempts_before and job.status == IngestJob.Status.RETRYING
     if failed_now and job.retry_at is not None and not task.app.conf.task_always_eager:
-        task.apply_async((job_id,), eta=job.retry_at)
+        where = f"retrying ingest job {job_id}"
+        broker.send_task(task.name, job_id, where=where, eta=job.retry_at, after_commit=False)
     return str(job.status)
 
 
@@ -54,8 +68,9 @@ def _run(job_id: int, task: Any) -> str:
 def resume_stalled_jobs() -> list[int]:
     """Beat: re-enqueue stalled jobs and due retries (run_job resumes them from their watermark)."""
     job_ids = pipeline.stalled_jobs()
+    enqueue = broker.enqueue(pipeline.RUN_JOB_TASK, "resuming ingest job {pk}", after_commit=False)
     for job_id in job_ids:
-        run_ingest_job.delay(job_id)
+        enqueue(job_id)
     return job_ids
 
 

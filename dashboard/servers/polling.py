@@ -32,7 +32,6 @@ from dashboard.servers.models import (
     Transport,
     poll_lock_stale_after,
 )
-from dashboard.servers.signals import snapshot_recorded
 from dashboard.system.broker import Enqueue
 from mcptax import findings as findings_mod
 from mcptax import tokens
@@ -83,12 +82,20 @@ def claim(server_id: int, lease: str = "") -> bool:
     return free.filter(pk=server_id).update(polling_since=now, poll_lease=lease) == 1
 
 
-def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -> PollSummary:
+def poll_and_record(
+    server_id: int, *, trigger: str = "schedule", lease: str = ""
+) -> tuple[PollSummary, Snapshot | None]:
+    """Claim the server, fetch its tools/list, record the snapshot (or the failure) and release it.
+
+    Returns the summary and the snapshot when it is new (the caller, `dashboard.tasks.poll`, runs
+    what a new snapshot leads to), else None.
+    """
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=server_id)
     if not claim(server.pk, lease):
-        return PollSummary(
+        skipped = PollSummary(
             server.name, "skipped", "a poll of this server is already running", 0, False, None, True
         )
+        return skipped, None
     started = timezone.now()
     t0 = time.monotonic()
     outcome: str = PollOutcome.OK
@@ -131,9 +138,10 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
             # The PollRun could not be written (the database went away mid-poll, or a bug): give the
             # lock back anyway, so the server is polled again; if even this fails, it goes stale.
             _release_after_failure(server, started)
-    if changed and snapshot is not None:
-        _after_new_snapshot(snapshot)
-    return PollSummary(server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None)
+    summary = PollSummary(
+        server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None
+    )
+    return summary, (snapshot if changed else None)
 
 
 def _release_after_failure(server: McpServer, started: datetime) -> None:
@@ -279,19 +287,6 @@ def _team_medians(server: McpServer) -> dict[str, Any]:
         "team_median_description_tokens": statistics.median(r[0] for r in rows),
         "team_median_schema_tokens": statistics.median(r[1] for r in rows),
     }
-
-
-def _after_new_snapshot(snapshot: Snapshot) -> None:
-    """Tell listeners (threshold evaluation, alerts) after the snapshot is committed; each listener
-    is isolated, and one that fails is recorded on the snapshot under its own name."""
-    transaction.on_commit(lambda: _notify_listeners(snapshot))
-
-
-def _notify_listeners(snapshot: Snapshot) -> None:
-    for receiver, response in snapshot_recorded.send_robust(sender=Snapshot, snapshot=snapshot):
-        if isinstance(response, Exception):
-            # send_robust logs the traceback; the page shows which analysis is missing.
-            record_analysis_error(snapshot, getattr(receiver, "__name__", str(receiver)), response)
 
 
 def dispatch_due(

@@ -11,12 +11,12 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from dashboard.teams.models import Team
 from dashboard.teams.validators import NameField
-from ingest.capture.models import Agent
+from ingest.capture.models import Agent, BulkArgument, IngestJob, ToolCall
 from mcptax import verdict_rules
 
 
@@ -123,6 +123,25 @@ NO_BULK = "no_bulk"
 # Verdicts that are judgements of the agent (exact-match rates are over these); damaged copies.
 JUDGED = verdict_rules.JUDGED
 DAMAGED = verdict_rules.DAMAGED
+
+
+def verdict_counts(job: IngestJob) -> dict[str, int]:
+    """{verdict: n} over the job's bulk arguments ("pending" = not judged yet), plus ``by_reference``."""
+    counts = {
+        (row["verdict"] or "pending"): row["n"]
+        for row in BulkArgument.objects.filter(call__job=job).values("verdict").annotate(n=Count("pk"))
+    }
+    by_reference = ToolCall.objects.filter(job=job, is_reference_call=True).count()
+    if by_reference:
+        counts[BY_REFERENCE] = by_reference
+    return counts
+
+
+def refresh_verdict_counts(job: IngestJob) -> IngestJob:
+    """Recompute the job's verdict counts (after its arguments were judged again)."""
+    IngestJob.objects.filter(pk=job.pk).update(verdict_counts=verdict_counts(job))
+    job.refresh_from_db(fields=["verdict_counts"])
+    return job
 
 
 class SizeBucket(models.TextChoices):

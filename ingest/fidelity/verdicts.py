@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import reduce
 from operator import or_
@@ -41,9 +41,8 @@ from ingest import bulkwrite
 from ingest.capture.expectations import CALLER, META
 from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
-from ingest.capture.pipeline import refresh_verdict_counts
 from ingest.fidelity import rollups
-from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
+from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint, refresh_verdict_counts
 from ingest.fidelity.rollups import Change
 from mcptax import verdict_rules as fidelity
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
@@ -154,23 +153,11 @@ def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:
     }
 
 
-def judge_arguments(
-    team: Team,
-    arguments: Sequence[BulkArgument],
-    texts: Mapping[int, str] | None = None,
-    *,
-    save: bool = True,
-) -> list[Change]:
-    """(Re)compute the verdict of each argument and save it; returns those that changed.
-
-    Arguments need ``call`` loaded (``select_related("call")``); ``texts`` may hold the text of
-    contents by id (the ingest passes what it has just stored), the others are read. A constant
-    number of queries per call of this function (lookups are batched), plus one update (none
-    without ``save``: arguments about to be inserted as they are).
-    """
-    if not arguments:
-        return []
-    texts = texts or {}
+def _arrived_texts(
+    team: Team, arguments: Sequence[BulkArgument], texts: Mapping[int, str]
+) -> Callable[[BulkArgument], str | None]:
+    """The arrived text of each argument: its own content (from ``texts``, else read), or for a
+    hash-only capture another capture's of the same bytes. Two queries at most."""
     own_texts = {
         a.content_id: texts[a.content_id] for a in arguments if a.content_id and a.content_id in texts
     }
@@ -190,6 +177,55 @@ def judge_arguments(
             return own_texts.get(arg.content_id)
         return borrowed.get(arg.sha256)
 
+    return arrived_text
+
+
+def _evidence(
+    arg: BulkArgument,
+    evidence: dict[str, Any],
+    expected_sha: str | None,
+    match: Any,
+    known: Any,
+    text: str | None,
+) -> dict[str, Any]:
+    """The verdict's evidence completed with where the expected and arrived contents came from."""
+    evidence["expected_source"] = arg.expected_source or None
+    evidence["expected_sha256"] = expected_sha or None
+    document = match.document if match else (known[2] if known else None)
+    if known:
+        evidence["expected_content"] = "reference_document" if known[2] else "captured_copy"
+    else:
+        evidence["expected_content"] = None
+    evidence["document"] = (
+        {"id": document.pk, "code": str(document.code), "name": document.name, "url": document.url}
+        if document
+        else None
+    )
+    evidence["matched_by"] = match.kinds if match else None
+    evidence["arrived_content"] = (
+        None if text is None else ("captured" if arg.content_id else "captured_elsewhere")
+    )
+    evidence.update(_server_side(arg, arg.call))
+    return evidence
+
+
+def judge_arguments(
+    team: Team,
+    arguments: Sequence[BulkArgument],
+    texts: Mapping[int, str] | None = None,
+    *,
+    save: bool = True,
+) -> list[Change]:
+    """(Re)compute the verdict of each argument and save it; returns those that changed.
+
+    Arguments need ``call`` loaded (``select_related("call")``); ``texts`` may hold the text of
+    contents by id (the ingest passes what it has just stored), the others are read. A constant
+    number of queries per call of this function (lookups are batched), plus one update (none
+    without ``save``: arguments about to be inserted as they are).
+    """
+    if not arguments:
+        return []
+    arrived_text = _arrived_texts(team, arguments, texts or {})
     need_document = [
         a for a in arguments if a.expected_source not in CALLER_SOURCES and not a.capture_truncated
     ]
@@ -221,24 +257,7 @@ def judge_arguments(
         known = contents.get(expected_sha or "")
         expected = _as_value(known[0], known[1], isinstance(arrived, list)) if known else None
         verdict = _judge(arg, arrived, expected, expected_sha)
-        evidence = verdict.to_dict()
-        evidence["expected_source"] = arg.expected_source or None
-        evidence["expected_sha256"] = expected_sha or None
-        document = match.document if match else (known[2] if known else None)
-        if known:
-            evidence["expected_content"] = "reference_document" if known[2] else "captured_copy"
-        else:
-            evidence["expected_content"] = None
-        evidence["document"] = (
-            {"id": document.pk, "code": str(document.code), "name": document.name, "url": document.url}
-            if document
-            else None
-        )
-        evidence["matched_by"] = match.kinds if match else None
-        evidence["arrived_content"] = (
-            None if text is None else ("captured" if arg.content_id else "captured_elsewhere")
-        )
-        evidence.update(_server_side(arg, arg.call))
+        evidence = _evidence(arg, verdict.to_dict(), expected_sha, match, known, text)
         arg.verdict = verdict.verdict
         arg.evidence = evidence
         arg.verdict_at = now

@@ -5,7 +5,7 @@ Public entry points (stable; pages, the API, commands and tasks build on them):
 - ``create_job(team, *, source, filename, path="", storage_name="", size=None, format="auto",
   user=None) -> IngestJob``: a queued job; the caller that wants a worker to run it sends its id
   (``ingest.tasks.enqueue_job``), otherwise it runs it with ``run_job``.
-- ``run_job(job_id) -> IngestJob``: runs (or resumes) a job; never raises for a bad input or an
+- ``run_job(job_id, *, fidelity=None, enqueue_range=None) -> IngestJob``: runs (or resumes) a job; never raises for a bad input or an
   unexpected error (the job is marked failed with the error, counts kept). Idempotent: a done job
   is returned as is, a killed job re-run finishes with the same counts as an uninterrupted run.
 - ``ingest_path(team, path, *, format="auto", source="command") -> IngestJob`` (synchronous)
@@ -47,13 +47,14 @@ re-yielded on resume exists already with ``job`` = this job, so it counts as sto
 duplicate. A lease (``run_token`` + heartbeat, and the owner's host:pid) keeps two runs (e.g. a
 redelivered task) from working on one job at once.
 
-Inside each batch's transaction ``ingest.capture.signals.calls_storing`` is sent with the rows
-about to be written (the fidelity step judges them and rolls them up there, so each row is
-written once: by ``COPY`` on PostgreSQL, see ``ingest.bulkwrite``); after the commit ``calls_ingested``
-is sent with the ids of the calls this job stored in it.
+The fidelity step (``fidelity_step``, passed to ``run_job`` like ``enqueue_range``) is called
+inside each batch's transaction with the rows about to be written (it judges them and rolls them up
+there, so each row is written once: by ``COPY`` on PostgreSQL, see ``ingest.bulkwrite``), and after
+the commit with the ids of the calls this job stored in it. After each call the extension points
+``ingest.capture.signals.calls_storing`` and ``calls_ingested`` are sent with the same rows.
 """
 
-from ingest.capture.pipeline.batch import refresh_verdict_counts, verdict_counts
+from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.jobs import (
     RUN_JOB_TASK,
     RUN_RANGE_TASK,
@@ -70,6 +71,7 @@ from ingest.capture.pipeline.values import server_reported_sha256
 from ingest.capture.pipeline.watched import ingest_watched_file
 
 __all__ = [
+    "FidelityStep",
     "RUN_JOB_TASK",
     "RUN_RANGE_TASK",
     "enqueue_job",
@@ -79,9 +81,7 @@ __all__ = [
     "ingest_path",
     "ingest_watched_file",
     "range_progress",
-    "refresh_verdict_counts",
     "run_job",
     "server_reported_sha256",
     "stalled_jobs",
-    "verdict_counts",
 ]

@@ -16,11 +16,12 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count
 from django.utils import timezone
 
-from ingest.capture.models import BulkArgument, IngestJob, LineRecord, ToolCall
+from ingest.capture.models import IngestJob, LineRecord, ToolCall
+from ingest.capture.pipeline import fidelity_step
 from ingest.capture.pipeline.calls import CallStore
+from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.lease import LeaseLost
 from ingest.capture.pipeline.limits import keep_bytes, utf8_head
 from ingest.capture.pipeline.reading import Lines
@@ -63,12 +64,14 @@ class Run:
         *,
         owner: IngestJob | None = None,
         settled_above: set[int] | None = None,
+        fidelity: FidelityStep | None = None,
     ) -> None:
         self.job = job
         self.owner = owner if owner is not None else job
         self.team = job.team
         self.token = token
-        self.store = CallStore(self.owner)
+        self.fidelity = fidelity_step.current(fidelity)
+        self.store = CallStore(self.owner, self.fidelity)
         self.store.calls_stored = job.calls_stored
         self.watermark = job.watermark
         # Lines above the watermark settled by an earlier (killed) run: not to be counted again.
@@ -109,7 +112,10 @@ class Run:
             self._save_progress(bytes_done)
         if signal_ids:
             # The rows just written and their contents' texts, so the fidelity step need not read
-            # them back.
+            # them back: judge what was not judged in the batch, re-judge, alert. Then the
+            # extension point (docs/architecture.md).
+            store = self.store
+            self.fidelity.stored(self.team, signal_ids, store.contents, store.rows, store.arguments)
             calls_ingested.send(
                 sender=IngestJob,
                 team=self.team,
@@ -226,7 +232,10 @@ class Run:
         if final:
             # error="": a retried job that now succeeds no longer shows the reason of its last failure.
             extra.update(
-                status=Status.DONE, finished=timezone.now(), verdict_counts=verdict_counts(self.job), error=""
+                status=Status.DONE,
+                finished=timezone.now(),
+                verdict_counts=self.fidelity.verdict_counts(self.job),
+                error="",
             )
             self.store.calls_stored = ToolCall.objects.filter(job=self.job).count()
             if lines_in_input is not None and settled != lines_in_input:
@@ -234,22 +243,3 @@ class Run:
                 extra["error"] = f"accounting error: {lines_in_input} lines read but {settled} settled"
                 logger.error("ingest job %s: %s", self.job.pk, extra["error"])
         self._save_progress(bytes_done, **extra)
-
-
-def verdict_counts(job: IngestJob) -> dict[str, int]:
-    """{verdict: n} over the job's bulk arguments ("pending" = not judged yet), plus ``by_reference``."""
-    counts = {
-        (row["verdict"] or "pending"): row["n"]
-        for row in BulkArgument.objects.filter(call__job=job).values("verdict").annotate(n=Count("pk"))
-    }
-    by_reference = ToolCall.objects.filter(job=job, is_reference_call=True).count()
-    if by_reference:
-        counts["by_reference"] = by_reference
-    return counts
-
-
-def refresh_verdict_counts(job: IngestJob) -> IngestJob:
-    """Recompute the job's verdict counts (for the fidelity step, once it has judged)."""
-    IngestJob.objects.filter(pk=job.pk).update(verdict_counts=verdict_counts(job))
-    job.refresh_from_db(fields=["verdict_counts"])
-    return job

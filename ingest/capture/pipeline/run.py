@@ -11,6 +11,7 @@ from dashboard.system.broker import Enqueue
 from ingest.capture.models import IngestJob
 from ingest.capture.pipeline import ranges
 from ingest.capture.pipeline.batch import Run
+from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail, is_transient
 from ingest.capture.pipeline.limits import InputTooLarge
 from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
@@ -23,7 +24,13 @@ Status = IngestJob.Status
 RETRIED_SOURCES = (IngestJob.Source.UPLOAD, IngestJob.Source.API)
 
 
-def run_job(job_id: int, *, max_bytes: int | None = None, enqueue_range: Enqueue | None = None) -> IngestJob:
+def run_job(
+    job_id: int,
+    *,
+    max_bytes: int | None = None,
+    enqueue_range: Enqueue | None = None,
+    fidelity: FidelityStep | None = None,
+) -> IngestJob:
     """Run or resume job ``job_id`` to the end of its file (see the module docstring).
 
     ``max_bytes`` overrides INGEST_MAX_BYTES, the most a gzip input may decompress to (the
@@ -33,18 +40,20 @@ def run_job(job_id: int, *, max_bytes: int | None = None, enqueue_range: Enqueue
     stitch of its parent once every range is done); a split parent's id runs the stitch when its
     ranges are done, else nothing. Returns the job as stored afterwards: done, failed (``error``
     says why), or untouched when it was already done or another live run holds it. Raises
-    IngestJob.DoesNotExist only.
+    IngestJob.DoesNotExist only. ``fidelity``: the step that judges each batch (see
+    ``fidelity_step``; default: the one the app named).
     """
     job, token = claim(job_id)
     if job is None:
         return IngestJob.objects.get(pk=job_id)
     try:
         if job.parent_id is not None:
-            ranges.run_range(job, token)
+            ranges.run_range(job, token, fidelity)
         elif IngestJob.objects.filter(parent=job).exists():
-            ranges.stitch_parent(job, token)
+            ranges.stitch_parent(job, token, fidelity)
         else:
-            _run(job, token, settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes, enqueue_range)
+            limit = settings.INGEST_MAX_BYTES if max_bytes is None else max_bytes
+            _run(job, token, limit, enqueue_range, fidelity)
     except LeaseLost:
         logger.warning("ingest job %s was taken over by another run", job_id)
     except InputTooLarge as exc:
@@ -57,7 +66,7 @@ def run_job(job_id: int, *, max_bytes: int | None = None, enqueue_range: Enqueue
             ranges.after_range_failed(job)
     if job.parent_id is not None and ranges.all_done(job.parent_id):
         # Whichever range finishes last runs the file's stitch.
-        run_job(job.parent_id)
+        run_job(job.parent_id, fidelity=fidelity)
     return IngestJob.objects.get(pk=job_id)
 
 
@@ -65,7 +74,9 @@ class InputUnavailable(OSError):
     """The job's input could not be opened (missing, or its storage unreachable): retried."""
 
 
-def _run(job: IngestJob, token: str, max_bytes: int, enqueue_range: Enqueue | None = None) -> None:
+def _run(
+    job: IngestJob, token: str, max_bytes: int, enqueue_range: Enqueue | None, fidelity: FidelityStep | None
+) -> None:
     where = job.storage_name or job.path
     try:
         raw, total = open_job_input(job.storage_name, job.path)
@@ -82,7 +93,7 @@ def _run(job: IngestJob, token: str, max_bytes: int, enqueue_range: Enqueue | No
                 return
             raw.seek(0)
         lines = Lines(stream, position=raw.tell)
-        run = Run(job, token)
+        run = Run(job, token, fidelity=fidelity)
         run.consume(outputs(lines, format, skip_through_line=job.watermark, finish=True), lines)
         # A HAR's units are its entries (the parser numbers them); other formats are physical lines.
         units = run.watermark if format == "har" else lines.count

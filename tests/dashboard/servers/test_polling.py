@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Transport
-from dashboard.servers.polling import claim, dispatch_due, poll_server
+from dashboard.servers.polling import claim, dispatch_due
 from dashboard.servers.signals import snapshot_recorded
 from dashboard.tasks import dispatch_due_polls
+from dashboard.tasks import poll as poll_server
 from examples.servers.launch import serve_http, stdio_command
 from examples.servers.misbehaving import QUIRKY_PAGES
 from mcptax import tokens
