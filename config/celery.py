@@ -9,38 +9,17 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import worker_process_shutdown, worker_shutdown, worker_shutting_down
-from kombu import Queue
 
 from mcptax.procgroup import kill_tracked_groups
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-# The dispatcher's tick; settings.POLL_DISPATCH_EVERY repeats it for the dispatcher's look-ahead
-# (this module loads before Django's settings are configured, so it cannot read them here).
-DISPATCH_EVERY = 15.0
-# Watched folders are read on the disk of the worker that scans them: INGEST_WATCH_QUEUE names the
-# queue the scan goes to, so only the worker of the host holding the logs consumes it (for
-# example `-Q ingest,watch-logs1`). Read here, from the environment, for the same reason.
-WATCH_QUEUE = os.environ.get("INGEST_WATCH_QUEUE", "").strip() or "ingest"
-QUEUES = ["poll", "ingest", "notify", "celery"] + ([WATCH_QUEUE] if WATCH_QUEUE != "ingest" else [])
-
 app = Celery("mcp_tax")
+# The queues, routes and beat schedule are settings (CELERY_TASK_QUEUES, CELERY_TASK_ROUTES,
+# CELERY_BEAT_SCHEDULE in config/settings.py), read from the environment there like any other.
 app.config_from_object("django.conf:settings", namespace="CELERY")
-
 app.conf.update(
-    # Each queue needs its own routing key: left out, Celery binds every queue with the default
-    # key "celery" on the same direct exchange, and one message would land in all of them.
-    task_queues=[Queue(name, routing_key=name) for name in QUEUES],
     task_default_queue="celery",
-    task_routes={
-        "dashboard.tasks.poll_server": {"queue": "poll"},
-        "dashboard.tasks.dispatch_due_polls": {"queue": "poll"},
-        # An exact name wins over the pattern below.
-        "ingest.tasks.scan_watched_folders": {"queue": WATCH_QUEUE},
-        "ingest.tasks.*": {"queue": "ingest"},
-        "dashboard.tasks.deliver_notification": {"queue": "notify"},
-        "dashboard.tasks.sweep_notifications": {"queue": "notify"},
-    },
     task_acks_late=True,
     task_reject_on_worker_lost=True,
     worker_prefetch_multiplier=1,
@@ -48,25 +27,9 @@ app.conf.update(
     task_soft_time_limit=14 * 60,
     broker_connection_retry_on_startup=True,
     timezone="UTC",
-    # Periodic work lives here, in code, so every deployment runs the same schedule.
-    beat_schedule={
-        "dispatch-due-polls": {"task": "dashboard.tasks.dispatch_due_polls", "schedule": DISPATCH_EVERY},
-        "sweep-notifications": {"task": "dashboard.tasks.sweep_notifications", "schedule": 60.0},
-        "scan-watched-folders": {"task": "ingest.tasks.scan_watched_folders", "schedule": 10.0},
-        "resume-stalled-ingest-jobs": {"task": "ingest.tasks.resume_stalled_jobs", "schedule": 60.0},
-        "purge-expired-content": {"task": "ingest.tasks.purge_expired_content", "schedule": 3600.0},
-    },
 )
-# Tasks live beside the code they wrap, in each sub-package's tasks.py.
-app.autodiscover_tasks(
-    [
-        "dashboard.servers",
-        "dashboard.alerts",
-        "dashboard.system",
-        "ingest.capture",
-        "ingest.fidelity",
-    ]
-)
+# Each app's tasks live in its tasks.py, the module their names spell (dashboard.tasks.poll_server).
+app.autodiscover_tasks(["dashboard", "ingest"])
 
 
 @app.task(name="config.ping")

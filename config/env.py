@@ -1,12 +1,16 @@
-"""Small typed readers for settings that come from the environment.
+"""Small typed readers for settings that come from the environment: the one place settings.py
+reads it from.
 
 Each reader names the variable and its default in one place, so settings.py reads like a list
-of what can be configured.
+of what can be configured. A database URL is parsed by django-environ (`db_config`).
 """
 
 import os
 import secrets
 from pathlib import Path
+from typing import Any
+
+import environ
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
@@ -57,6 +61,12 @@ def env_list(name: str, default: list[str]) -> list[str]:
     if raw is None:
         return list(default)
     return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+def db_config(url: str) -> dict[str, Any]:
+    """Django's DATABASES entry for a database URL (`postgres://u:p@host:5432/db`, `sqlite:///path`)."""
+    config: dict[str, Any] = environ.Env.db_url_config(url)
+    return config
 
 
 def persistent_secret_key(var_dir: Path) -> str:

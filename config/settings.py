@@ -1,4 +1,4 @@
-"""Settings, all read from the environment (see README, "Settings").
+"""Settings, all read from the environment through config/env.py (see docs/operations.md, "Settings").
 
 With nothing set, the project runs embedded: SQLite and a filesystem Celery broker under var/,
 DEBUG on and a secret key generated into var/. Production sets DEBUG=false, SECRET_KEY,
@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import django_stubs_ext
-import environ
 from csp.constants import NONE, SELF
+from kombu import Queue
 
 from config.env import (
     ImproperlyConfiguredEnv,
+    db_config,
     env_bool,
     env_float,
     env_int,
@@ -103,7 +104,7 @@ TEMPLATES = [
 ]
 
 DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
-DATABASES = {"default": environ.Env.db_url_config(DATABASE_URL)}
+DATABASES = {"default": db_config(DATABASE_URL)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded run has a web server and a worker writing at once: WAL plus IMMEDIATE
     # transactions turn "database is locked" errors into short waits.
@@ -260,6 +261,39 @@ else:
     }
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Beat's dispatcher tick (seconds): each tick sends the polls falling due before the next one,
+# each with its exact ETA, so a poll starts on time, not up to a tick late.
+POLL_DISPATCH_EVERY = 15.0
+# Watched folders are read on the disk of the worker that scans them: INGEST_WATCH_QUEUE names the
+# queue the scan goes to, so only the worker of the host holding the logs consumes it (for
+# example `-Q ingest,watch-logs1`).
+INGEST_WATCH_QUEUE = env_str("INGEST_WATCH_QUEUE").strip() or "ingest"
+# Three work queues that scale independently, and the default one. Each queue needs its own routing
+# key: left out, Celery binds every queue with the default key "celery" on the same direct exchange,
+# and one message would land in all of them.
+CELERY_TASK_QUEUES = [
+    Queue(name, routing_key=name)
+    for name in ["poll", "ingest", "notify", "celery"]
+    + ([INGEST_WATCH_QUEUE] if INGEST_WATCH_QUEUE != "ingest" else [])
+]
+# Task names are import paths (dashboard/tasks.py, ingest/tasks.py); a test checks each resolves.
+CELERY_TASK_ROUTES = {
+    "dashboard.tasks.poll_server": {"queue": "poll"},
+    "dashboard.tasks.dispatch_due_polls": {"queue": "poll"},
+    # An exact name wins over the pattern below.
+    "ingest.tasks.scan_watched_folders": {"queue": INGEST_WATCH_QUEUE},
+    "ingest.tasks.*": {"queue": "ingest"},
+    "dashboard.tasks.deliver_notification": {"queue": "notify"},
+    "dashboard.tasks.sweep_notifications": {"queue": "notify"},
+}
+# Periodic work lives here, in code, so every deployment runs the same schedule.
+CELERY_BEAT_SCHEDULE = {
+    "dispatch-due-polls": {"task": "dashboard.tasks.dispatch_due_polls", "schedule": POLL_DISPATCH_EVERY},
+    "sweep-notifications": {"task": "dashboard.tasks.sweep_notifications", "schedule": 60.0},
+    "scan-watched-folders": {"task": "ingest.tasks.scan_watched_folders", "schedule": 10.0},
+    "resume-stalled-ingest-jobs": {"task": "ingest.tasks.resume_stalled_jobs", "schedule": 60.0},
+    "purge-expired-content": {"task": "ingest.tasks.purge_expired_content", "schedule": 3600.0},
+}
 
 # Domain settings.
 TOKEN_ENCODINGS = env_list("TOKEN_ENCODINGS", ["cl100k_base"])
@@ -283,9 +317,6 @@ GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 5 * 1024 * 1024)
 GATE_MAX_TOOLS = env_int("GATE_MAX_TOOLS", 2000)
 GATE_TIME_BUDGET_SECONDS = env_float("GATE_TIME_BUDGET_SECONDS", 10.0)
 GATE_RATE_PER_MINUTE = env_int("GATE_RATE_PER_MINUTE", 30)
-# Beat's dispatcher tick (seconds): each tick sends the polls falling due before the next one,
-# each with its exact ETA, so a poll starts on time, not up to a tick late.
-POLL_DISPATCH_EVERY = 15.0
 INGEST_MAX_UPLOAD_BYTES = env_int("INGEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 # The one limit on decompressed bytes: a gzip input (web upload, manage.py ingest, any file the
 # pipeline opens) that unpacks past it is refused before anything is stored. INGEST_API_MAX_BYTES,

@@ -49,14 +49,6 @@ def encrypt_json(value: Any) -> str:
     return fernet().encrypt(json.dumps(value).encode()).decode()
 
 
-def reencrypt(token: str) -> str:
-    """The same value under the current first key (a token already under it comes back new too)."""
-    try:
-        return fernet().rotate(token.encode()).decode()
-    except InvalidToken as exc:
-        raise DecryptionError("stored secret cannot be decrypted with any configured key") from exc
-
-
 def decrypt_json(token: str) -> Any:
     try:
         return json.loads(fernet().decrypt(token.encode()))

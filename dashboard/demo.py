@@ -18,7 +18,7 @@ from dashboard.alerts.budgets import evaluate_team
 from dashboard.alerts.models import Level, Measure, Threshold
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll
 from dashboard.teams.models import Team
 from ingest.demo import build_capture_demo
 
@@ -67,7 +67,7 @@ def build_history(server: McpServer) -> int:
         env[GROWN_ENV] = "1" if grown else "0"
         server.env = env
         server.save(update_fields=["env"])
-        summary = poll_server(server.pk, trigger="demo")
+        summary = poll(server.pk, trigger="demo")
         if summary.outcome != "ok" or summary.snapshot_id is None:
             raise RuntimeError(f"demo poll of {server.name} failed: {summary.outcome}: {summary.message}")
         when = now - timedelta(days=days_ago)

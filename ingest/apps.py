@@ -6,17 +6,19 @@ class IngestConfig(AppConfig):
     verbose_name = "Traffic ingest and fidelity"
 
     def ready(self) -> None:
-        # Fidelity: judge and roll up each ingested batch; re-price rollups when prices change.
+        # Fidelity: judge and roll up each ingested batch; re-price rollups when prices change
+        # (a ModelPrice edit, from the admin too: an extension point of Django's).
         from django.db.models.signals import post_delete, post_save
 
         from dashboard.system import health
         from ingest.capture.health import SOURCE as INGEST_HEALTH
-        from ingest.capture.signals import calls_ingested, calls_storing
+        from ingest.capture.pipeline import fidelity_step
         from ingest.fidelity import batches, costs
         from ingest.fidelity.models import ModelPrice
 
-        calls_storing.connect(batches.on_calls_storing, dispatch_uid="ingest.fidelity.batches.storing")
-        calls_ingested.connect(batches.on_calls_ingested, dispatch_uid="ingest.fidelity.batches")
+        # Every way into the pipeline that passes no fidelity step of its own (the command, the
+        # push API, watched folders, the demo) judges with this one; ingest/tasks.py passes it.
+        fidelity_step.use(batches.STEP)
         post_save.connect(
             costs.on_price_changed, sender=ModelPrice, dispatch_uid="ingest.fidelity.costs.save"
         )

@@ -9,7 +9,6 @@ from ingest.capture.models import (
     LineRecord,
     TeamCaptureSettings,
     ToolCall,
-    Verdict,
     WatchedFile,
     WatchedFolder,
 )
@@ -27,6 +26,7 @@ from ingest.fidelity.models import (
     ReferenceDocument,
     ReferenceFingerprint,
     SizeBucket,
+    Verdict,
 )
 from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 

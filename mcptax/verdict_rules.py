@@ -96,6 +96,12 @@ PRECEDENCE: tuple[str, ...] = (
     MISMATCH,
 )
 VERDICTS: tuple[str, ...] = (*PRECEDENCE, UNVERIFIABLE, CAPTURE_TRUNCATED)
+# (value, label) of every verdict, for a database field's choices ("newline_only": "Newline only").
+CHOICES: tuple[tuple[str, str], ...] = tuple((v, v.replace("_", " ").capitalize()) for v in VERDICTS)
+# Verdicts that are judgements of the agent (exact-match rates are over these), and those that lost
+# content.
+JUDGED: tuple[str, ...] = tuple(v for v in VERDICTS if v not in (UNVERIFIABLE, CAPTURE_TRUNCATED))
+DAMAGED: tuple[str, ...] = (TRUNCATED, ELEMENTS_DROPPED)
 
 # How bad each verdict is, for colouring and alerting: cosmetic copies still work for most
 # consumers, damaged ones lost or changed content, unknown ones cannot be blamed on the agent.

@@ -20,7 +20,7 @@ script creates the database if it is missing, migrates it, and measures in one r
   scanned, then grown by ``--grow-mb`` MB (1) before each of ``--scans`` scans (3): the time and
   bytes parsed by a later scan beside the first. ``--skip-parallel`` skips both.
 
-It prints a table (figure, target, met?) ready for the README. The floor is written out in this script
+It prints a table (figure, target, met?) ready for docs/benchmarks.md. The floor is written out in this script
 with no mcptax (parse + sha256 + tiktoken); floor, reader and worker run in paired, alternating rounds
 (``--repeat``, 5), and the ratio is the median of the per-round ratios. ``--smoke``: tiny sizes.
 """

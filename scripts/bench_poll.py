@@ -120,7 +120,8 @@ def main() -> None:
 
     from dashboard import outbound
     from dashboard.servers.models import McpServer, Snapshot, Transport
-    from dashboard.servers.polling import poll_server, record_snapshot, target_for
+    from dashboard.servers.polling import record_snapshot, target_for
+    from dashboard.tasks import poll as poll_server
     from dashboard.teams.models import Team
     from examples.servers.launch import serve_http
     from mcptax import tokens

@@ -468,10 +468,3 @@ def evaluate_team(team: Team) -> int:
         evaluate_stack(stack)
         loading_rules.evaluate_stack_loading(stack)
     return count
-
-
-def on_snapshot_recorded(sender: object, snapshot: Snapshot, **kwargs: object) -> None:
-    """Receiver of `snapshot_recorded` (connected in DashboardConfig.ready). Polling sends the
-    signal with send_robust, which logs a failure here and records it on the snapshot's
-    analysis_errors, so a failed evaluation shows on the server page and never loses the count."""
-    evaluate_snapshot(snapshot)

@@ -243,47 +243,9 @@ def run_check(
     errors: list[str] = []
     # The figures above are exact; what follows is analysis, each part isolated so that a bug in
     # one is reported as an error of ours and never read as the candidate's verdict.
-    try:
-        found = [
-            f.to_dict()
-            for f in findings.analyze(raw_tools, encoding=encoding, report=report, deadline=deadline)
-        ]
-    except findings.AnalysisTimeout:
-        log.warning("gate findings for %s gave up after the %s s budget", server.name, time_budget)
-        found = []
-        errors.append(
-            f"findings: not finished within the time budget of {time_budget:g} s (GATE_TIME_BUDGET_SECONDS)"
-        )
-    except Exception as exc:
-        log.exception("gate findings for %s failed", server.name)
-        found = []
-        errors.append(f"findings: {type(exc).__name__}: {exc}")
-    try:
-        rules = _rules(server, report, baseline)
-        loading_figures, upfront_rules = _loading(server, raw_tools, instructions, baseline)
-        rules += upfront_rules
-    except Exception as exc:
-        log.exception("gate budgets for %s failed", server.name)
-        rules = []
-        loading_figures = {}
-        errors.append(f"budgets: {type(exc).__name__}: {exc}")
-        verdict = ERROR
-    else:
-        breached_levels = {r.level for r in rules if r.breached}
-        verdict = FAIL if Level.ERROR in breached_levels else WARN if breached_levels else PASS
-    totals = {
-        "tool_count": report.tool_count,
-        "fixed_tax_tokens": report.fixed_tax_tokens,
-        "instructions_tokens": report.instructions_tokens,
-        "overhead_tokens": report.overhead_tokens,
-        "bytes": report.bytes,
-        "sha256": report.sha256,
-        "baseline_version": baseline.server_version if baseline else None,
-        "baseline_sha256": baseline.sha256 if baseline else None,
-        "baseline_fixed_tax_tokens": baseline.fixed_tax_tokens if baseline else None,
-        "baseline_tool_count": baseline.tool_count if baseline else None,
-        "delta_tokens": report.fixed_tax_tokens - baseline.fixed_tax_tokens if baseline else None,
-    }
+    found = _findings(server, raw_tools, encoding, report, deadline, time_budget, errors)
+    rules, verdict, loading_figures = _judged_rules(server, report, baseline, raw_tools, instructions, errors)
+    totals = _totals(report, baseline)
     totals["by_encoding"] = _by_encoding(server, raw_tools, instructions, report, baseline)
     result = CheckResult(
         server=server.name,
@@ -301,6 +263,74 @@ def run_check(
     )
     result.report = render_report(result)
     return result
+
+
+def _findings(
+    server: McpServer,
+    raw_tools: list[Any],
+    encoding: str,
+    report: tokens.TokenReport,
+    deadline: float | None,
+    time_budget: float | None,
+    errors: list[str],
+) -> list[dict[str, Any]]:
+    """The candidate's findings, or none with the reason added to `errors`."""
+    try:
+        return [
+            f.to_dict()
+            for f in findings.analyze(raw_tools, encoding=encoding, report=report, deadline=deadline)
+        ]
+    except findings.AnalysisTimeout:
+        log.warning("gate findings for %s gave up after the %s s budget", server.name, time_budget)
+        errors.append(
+            f"findings: not finished within the time budget of {time_budget:g} s (GATE_TIME_BUDGET_SECONDS)"
+        )
+    except Exception as exc:
+        log.exception("gate findings for %s failed", server.name)
+        errors.append(f"findings: {type(exc).__name__}: {exc}")
+    return []
+
+
+def _judged_rules(
+    server: McpServer,
+    report: tokens.TokenReport,
+    baseline: Snapshot | None,
+    raw_tools: list[Any],
+    instructions: str | None,
+    errors: list[str],
+) -> tuple[list[RuleOutcome], str, dict[str, Any]]:
+    """The budgets' results (the upfront budgets of the loading modes included), the verdict and
+    the loading figures, or ERROR with the reason added to `errors`."""
+    try:
+        rules = _rules(server, report, baseline)
+        loading_figures, upfront_rules = _loading(server, raw_tools, instructions, baseline)
+        rules += upfront_rules
+    except Exception as exc:
+        log.exception("gate budgets for %s failed", server.name)
+        errors.append(f"budgets: {type(exc).__name__}: {exc}")
+        return [], ERROR, {}
+    breached_levels = {r.level for r in rules if r.breached}
+    return (
+        rules,
+        FAIL if Level.ERROR in breached_levels else WARN if breached_levels else PASS,
+        loading_figures,
+    )
+
+
+def _totals(report: tokens.TokenReport, baseline: Snapshot | None) -> dict[str, Any]:
+    return {
+        "tool_count": report.tool_count,
+        "fixed_tax_tokens": report.fixed_tax_tokens,
+        "instructions_tokens": report.instructions_tokens,
+        "overhead_tokens": report.overhead_tokens,
+        "bytes": report.bytes,
+        "sha256": report.sha256,
+        "baseline_version": baseline.server_version if baseline else None,
+        "baseline_sha256": baseline.sha256 if baseline else None,
+        "baseline_fixed_tax_tokens": baseline.fixed_tax_tokens if baseline else None,
+        "baseline_tool_count": baseline.tool_count if baseline else None,
+        "delta_tokens": report.fixed_tax_tokens - baseline.fixed_tax_tokens if baseline else None,
+    }
 
 
 def _signed(n: int | float | None) -> str:
@@ -380,6 +410,48 @@ def _loading_lines(figures: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _budget_lines(result: CheckResult) -> list[str]:
+    lines: list[str] = []
+    if result.rules:
+        lines += [
+            "#### Budgets",
+            "",
+            "| rule | scope | level | limit | value | result |",
+            "| --- | --- | --- | ---: | ---: | --- |",
+        ]
+        for r in result.rules:
+            outcome = ("❌ over" if r.level == Level.ERROR else "⚠️ over") if r.breached else "ok"
+            detail = f" ({_escape(r.detail)})" if r.detail else ""
+            lines.append(
+                f"| {r.label}{detail} | {_escape(r.scope)} | {r.level} | {budgets.fmt(r.limit, r.measure)} "
+                f"| {budgets.fmt(r.value, r.measure)} | {outcome} |"
+            )
+        lines.append("")
+    else:
+        lines += ["No budgets are set for this server (team defaults included).", ""]
+    return lines
+
+
+def _tool_lines(result: CheckResult) -> list[str]:
+    lines: list[str] = []
+    changed = [c for c in result.tools if c.status != "unchanged"]
+    order = {"added": 0, "grown": 1, "changed": 2, "shrunk": 3, "removed": 4}
+    changed.sort(key=lambda c: (order[c.status], -c.delta, c.name))
+    if changed:
+        lines += [
+            "#### Tools that changed",
+            "",
+            "| tool | change | tokens | Δ tokens |",
+            "| --- | --- | ---: | ---: |",
+        ]
+        for c in changed:
+            lines.append(f"| `{_escape(c.name)}` | {c.status} | {c.tokens:,} | {_signed(c.delta)} |")
+        lines.append("")
+    elif result.totals["baseline_fixed_tax_tokens"] is not None:
+        lines += ["No tool changed.", ""]
+    return lines
+
+
 def render_report(result: CheckResult) -> str:
     """Deterministic Markdown: same input and stored state, same bytes."""
     t = result.totals
@@ -421,39 +493,8 @@ def render_report(result: CheckResult) -> str:
     lines += ["", f"Instructions: {t['instructions_tokens']:,} tokens.", ""]
     lines += _loading_lines(result.loading)
 
-    if result.rules:
-        lines += [
-            "#### Budgets",
-            "",
-            "| rule | scope | level | limit | value | result |",
-            "| --- | --- | --- | ---: | ---: | --- |",
-        ]
-        for r in result.rules:
-            outcome = ("❌ over" if r.level == Level.ERROR else "⚠️ over") if r.breached else "ok"
-            detail = f" ({_escape(r.detail)})" if r.detail else ""
-            lines.append(
-                f"| {r.label}{detail} | {_escape(r.scope)} | {r.level} | {budgets.fmt(r.limit, r.measure)} "
-                f"| {budgets.fmt(r.value, r.measure)} | {outcome} |"
-            )
-        lines.append("")
-    else:
-        lines += ["No budgets are set for this server (team defaults included).", ""]
-
-    changed = [c for c in result.tools if c.status != "unchanged"]
-    order = {"added": 0, "grown": 1, "changed": 2, "shrunk": 3, "removed": 4}
-    changed.sort(key=lambda c: (order[c.status], -c.delta, c.name))
-    if changed:
-        lines += [
-            "#### Tools that changed",
-            "",
-            "| tool | change | tokens | Δ tokens |",
-            "| --- | --- | ---: | ---: |",
-        ]
-        for c in changed:
-            lines.append(f"| `{_escape(c.name)}` | {c.status} | {c.tokens:,} | {_signed(c.delta)} |")
-        lines.append("")
-    elif t["baseline_fixed_tax_tokens"] is not None:
-        lines += ["No tool changed.", ""]
+    lines += _budget_lines(result)
+    lines += _tool_lines(result)
 
     if result.findings:
         shown = sorted(

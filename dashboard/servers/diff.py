@@ -267,11 +267,3 @@ def diff_snapshots(a: Snapshot, b: Snapshot) -> SnapshotDiff:
         findings=diff_findings(a.findings or [], b.findings or []),
         duplicate_names=sorted(set(dup_a + dup_b)),
     )
-
-
-def as_text(segments: list[Segment]) -> dict[str, Any]:
-    """The two sides of an inline diff as plain strings (for tests and plain-text output)."""
-    return {
-        "before": "".join(s.text for s in segments if s.tag != "ins"),
-        "after": "".join(s.text for s in segments if s.tag != "del"),
-    }

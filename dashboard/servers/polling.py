@@ -1,7 +1,7 @@
 """Polling: claim a server, fetch its tools/list, record a snapshot or the failure.
 
-Plain functions; `dashboard.servers.tasks` wraps them for Celery, the `poll` command calls them
-directly.
+Plain functions; `dashboard.tasks` wraps them for Celery and runs what follows a new snapshot,
+the `poll` command calls that flow directly.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import hashlib
 import logging
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -33,12 +32,14 @@ from dashboard.servers.models import (
     Transport,
     poll_lock_stale_after,
 )
-from dashboard.servers.signals import snapshot_recorded
+from dashboard.system.broker import Enqueue
 from mcptax import findings as findings_mod
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget
 
 log = logging.getLogger(__name__)
+# The Celery task that polls one server (dashboard.tasks), sent by name so nothing here imports it.
+POLL_TASK = "dashboard.tasks.poll_server"
 
 
 @dataclass
@@ -81,12 +82,20 @@ def claim(server_id: int, lease: str = "") -> bool:
     return free.filter(pk=server_id).update(polling_since=now, poll_lease=lease) == 1
 
 
-def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -> PollSummary:
+def poll_and_record(
+    server_id: int, *, trigger: str = "schedule", lease: str = ""
+) -> tuple[PollSummary, Snapshot | None]:
+    """Claim the server, fetch its tools/list, record the snapshot (or the failure) and release it.
+
+    Returns the summary and the snapshot when it is new (the caller, `dashboard.tasks.poll`, runs
+    what a new snapshot leads to), else None.
+    """
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=server_id)
     if not claim(server.pk, lease):
-        return PollSummary(
+        skipped = PollSummary(
             server.name, "skipped", "a poll of this server is already running", 0, False, None, True
         )
+        return skipped, None
     started = timezone.now()
     t0 = time.monotonic()
     outcome: str = PollOutcome.OK
@@ -134,9 +143,10 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
             # The PollRun could not be written (the database went away mid-poll, or a bug): give the
             # lock back anyway, so the server is polled again; if even this fails, it goes stale.
             _release_after_failure(server, started)
-    if changed and snapshot is not None:
-        _after_new_snapshot(snapshot)
-    return PollSummary(server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None)
+    summary = PollSummary(
+        server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None
+    )
+    return summary, (snapshot if changed else None)
 
 
 def _release_after_failure(server: McpServer, started: datetime) -> None:
@@ -284,23 +294,10 @@ def _team_medians(server: McpServer) -> dict[str, Any]:
     }
 
 
-def _after_new_snapshot(snapshot: Snapshot) -> None:
-    """Tell listeners (threshold evaluation, alerts) after the snapshot is committed; each listener
-    is isolated, and one that fails is recorded on the snapshot under its own name."""
-    transaction.on_commit(lambda: _notify_listeners(snapshot))
-
-
-def _notify_listeners(snapshot: Snapshot) -> None:
-    for receiver, response in snapshot_recorded.send_robust(sender=Snapshot, snapshot=snapshot):
-        if isinstance(response, Exception):
-            # send_robust logs the traceback; the page shows which analysis is missing.
-            record_analysis_error(snapshot, getattr(receiver, "__name__", str(receiver)), response)
-
-
 def dispatch_due(
     now: datetime | None = None,
     *,
-    enqueue: Callable[[int, datetime], object],
+    enqueue: Enqueue,
     lookahead: timedelta | None = None,
 ) -> list[int]:
     """Find servers due for a poll within the next beat tick and hand each server's id and its
@@ -323,6 +320,6 @@ def dispatch_due(
             next_poll_at=hold
         )
         if claimed == 1:
-            enqueue(server.pk, eta)
+            enqueue(server.pk, eta=eta)
             dispatched.append(server.pk)
     return dispatched

@@ -94,8 +94,3 @@ def record(snapshot: Snapshot) -> ProviderCount | None:
         log.warning("provider count of snapshot %s failed: %s", snapshot.pk, row.error)
     row.save()
     return row
-
-
-def on_snapshot_recorded(sender: object, snapshot: Snapshot, **kwargs: object) -> None:
-    """Receiver of `snapshot_recorded` (connected in DashboardConfig.ready)."""
-    record(snapshot)

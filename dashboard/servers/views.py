@@ -26,9 +26,9 @@ from dashboard.servers.forms import ImportConfigForm, ServerForm
 from dashboard.servers.methodology import profile_table
 from dashboard.servers.models import McpServer
 from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
+from dashboard.servers.polling import POLL_TASK
 from dashboard.servers.selectors import HistoryPoint
 from dashboard.servers.sorting import sort_columns
-from dashboard.servers.tasks import poll_server_task
 from dashboard.system import broker
 from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.access import Action, allowed, get_team_for_user, require, role_in
@@ -293,9 +293,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
             )
         # After commit, so the worker never looks for state this request has not written yet.
         sent = (
-            broker.send_on_commit(
-                lambda: poll_server_task.delay(server.pk, "manual"), f"poll now of server {server.pk}"
-            ).ok
+            broker.send_task(POLL_TASK, server.pk, "manual", where=f"poll now of server {server.pk}").ok
             is not False
         )
     if not sent:

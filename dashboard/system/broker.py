@@ -1,8 +1,12 @@
-"""The broker as the web side sees it: sending a task without a 500, and how deep each queue is.
+"""The broker: handing work to a worker without a 500, and how deep each queue is.
 
-`send` is the one way a request hands work to a worker: a broker outage is recorded (see
-dashboard.system.outages) and answered False, so the caller says what happens instead (a saved
-upload is picked up by the stalled-job sweep; "Poll now" asks to try again).
+`send_task` is the one way anything (a view, a flow, a command) hands work to a worker: the task
+is named by its import path (`dashboard.tasks.poll_server`), so no view imports the task modules
+that sit above it, and it is sent once the surrounding transaction commits, so the worker finds
+the rows. A broker outage is recorded (see dashboard.system.outages) and read as
+``Sent.ok is False``, so the caller says what happens instead (a saved upload is picked up by the
+stalled-job sweep; "Poll now" asks to try again). A service that queues work takes an `Enqueue`
+(`enqueue(task_name, where)` builds one), so it never names a task either.
 """
 
 from __future__ import annotations
@@ -10,8 +14,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -56,6 +62,48 @@ def send_on_commit(call: Callable[[], Any], where: str) -> Sent:
 
     transaction.on_commit(_send)
     return sent
+
+
+class Enqueue(Protocol):
+    """Hands a row's id to a worker (at `eta`, else now): the one shape of every service's
+    `enqueue` argument. Tests pass a list's `append` or a lambda."""
+
+    def __call__(self, pk: int, /, *, eta: datetime | None = None) -> object: ...
+
+
+def task_named(name: str) -> Any:
+    """The Celery task `name`: its import path (module, then function), checked by a test for
+    every route and beat entry."""
+    module, _, attribute = name.rpartition(".")
+    return getattr(import_module(module), attribute)
+
+
+def send_task(
+    name: str, *args: Any, where: str, eta: datetime | None = None, after_commit: bool = True
+) -> Sent:
+    """Send the task `name` with `args` once the surrounding transaction commits (at once outside
+    one, or with `after_commit=False`: a beat task whose rows are committed already). `where` names
+    the sending in a recorded outage."""
+    task = task_named(name)
+
+    def call() -> Any:
+        return task.delay(*args) if eta is None else task.apply_async(args, eta=eta)
+
+    if after_commit:
+        return send_on_commit(call, where)
+    sent = Sent()
+    sent.ok = send(call, where)
+    return sent
+
+
+def enqueue(name: str, where: str, *, after_commit: bool = True) -> Enqueue:
+    """An `Enqueue` sending the task `name` with the id (see `send_task`); `where` may name the id
+    as ``{pk}``."""
+
+    def _enqueue(pk: int, /, *, eta: datetime | None = None) -> Sent:
+        return send_task(name, pk, where=where.format(pk=pk), eta=eta, after_commit=after_commit)
+
+    return _enqueue
 
 
 @dataclass(frozen=True)

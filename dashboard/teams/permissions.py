@@ -2,7 +2,7 @@
 
 This table is the only place that decides who may do what. Views ask `dashboard.teams.access`,
 templates read the `can` context (the same table), the stack import asks `allows()`. docs/roles.md
-and the README print this table; tests/dashboard/teams/test_permissions.py walks every URL with
+prints this table; tests/dashboard/teams/test_permissions.py walks every URL with
 every role against it.
 """
 

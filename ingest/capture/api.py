@@ -29,7 +29,6 @@ from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
 from ingest.capture.pipeline.limits import Gunzip, GzipError, InputTooLarge
-from ingest.capture.tasks import enqueue_job, queued_for_sweep_message
 from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
@@ -255,8 +254,8 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
         raise
     if not params.wait:
         # Saved either way: with the broker down the answer still says 202, and when it runs.
-        if enqueue_job(job).ok is False:
-            job.note = queued_for_sweep_message()  # type: ignore[attr-defined]  # read by IngestJobOut
+        if pipeline.enqueue_job(job).ok is False:
+            job.note = pipeline.queued_for_sweep_message()  # type: ignore[attr-defined]  # read by IngestJobOut
         return Status(202, job)
     pipeline.run_job(job.pk)
     job.refresh_from_db()

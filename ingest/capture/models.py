@@ -16,6 +16,7 @@ from django.utils import timezone
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 from ingest.capture.storage import open_stored
+from mcptax import verdict_rules
 
 
 class Agent(models.Model):
@@ -143,20 +144,6 @@ class ToolCall(models.Model):
         return f"{self.server_label}/{self.tool} {self.request_ts or ''}"
 
 
-class Verdict(models.TextChoices):
-    EXACT = "exact", "Exact"
-    NEWLINE_ONLY = "newline_only", "Newline only"
-    LINE_ENDINGS = "line_endings", "Line endings"
-    WHITESPACE_ONLY = "whitespace_only", "Whitespace only"
-    TRUNCATED = "truncated", "Truncated"
-    ELEMENTS_DROPPED = "elements_dropped", "Elements dropped"
-    MUTATED = "mutated", "Mutated"
-    MISMATCH = "mismatch", "Mismatch"
-    UNVERIFIABLE = "unverifiable", "Unverifiable"
-    CAPTURE_TRUNCATED = "capture_truncated", "Capture truncated"
-    NO_CONTENT = "no_content", "No content in telemetry"
-
-
 class BulkArgument(models.Model):
     call = models.ForeignKey(ToolCall, models.CASCADE, related_name="bulk_arguments")
     team = models.ForeignKey(Team, models.CASCADE, related_name="+")
@@ -171,8 +158,8 @@ class BulkArgument(models.Model):
     elements = models.PositiveIntegerField(null=True, blank=True)
     content = models.ForeignKey(BulkContent, models.SET_NULL, null=True, blank=True, related_name="+")
     capture_truncated = models.BooleanField(default=False)
-    # Fidelity (issue: verdicts). Empty verdict = not judged yet.
-    verdict = models.CharField(max_length=20, choices=Verdict.choices, blank=True, db_index=True)
+    # Set by the fidelity step (ingest.fidelity.models.Verdict). Empty verdict = not judged yet.
+    verdict = models.CharField(max_length=20, choices=verdict_rules.CHOICES, blank=True, db_index=True)
     expected_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
     expected_source = models.CharField(max_length=30, blank=True)  # caller | meta | reference_document
     evidence = models.JSONField(default=dict, blank=True)

@@ -29,7 +29,6 @@ from ingest.capture import pipeline, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.capture.storage import open_stored
-from ingest.capture.tasks import enqueue_job, queued_for_sweep_message, scan_watched_folders
 from ingest.capture.uploads import IngestUploadHandler, SpooledUpload
 
 logger = logging.getLogger(__name__)
@@ -131,10 +130,10 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
             format=form.cleaned_data["format"],
             user=request.user,
         )
-        sent = enqueue_job(job)
+        sent = pipeline.enqueue_job(job)
     handler.kept = True  # committed: the job owns the file now
     if sent.ok is False:  # saved all the same: never a 500 for an upload that is kept
-        messages.warning(request, f"{spooled.name} uploaded. {queued_for_sweep_message()}")
+        messages.warning(request, f"{spooled.name} uploaded. {pipeline.queued_for_sweep_message()}")
     else:
         messages.success(request, f"{spooled.name} uploaded; its status below follows the ingest live.")
     return redirect("ingest_job", team_slug=team.slug, code=job.code)
@@ -298,9 +297,7 @@ def watched_folder_toggle(request: HtmxHttpRequest, team_slug: str, folder_id: i
 @require_POST
 def watched_folder_scan(request: HtmxHttpRequest, team_slug: str, folder_id: int) -> HttpResponse:
     folder = _get_folder_for_admin(request, team_slug, folder_id)
-    sent = broker.send_on_commit(
-        lambda: scan_watched_folders.delay(folder.pk), f"scan of watched folder {folder.pk}"
-    )
+    sent = broker.send_task(watch.SCAN_TASK, folder.pk, where=f"scan of watched folder {folder.pk}")
     if sent.ok is not False:
         messages.success(request, f"Scan of {folder.path} requested.")
     else:

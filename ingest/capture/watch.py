@@ -1,6 +1,6 @@
 """Watched folders: find the log files in a folder and tail each one by byte offset.
 
-The periodic task ``ingest.tasks.scan_watched_folders`` (in ``ingest/capture/tasks.py``) calls
+The periodic task ``ingest.tasks.scan_watched_folders`` (in ``ingest/tasks.py``) calls
 ``scan_all``. Files are found by ``(device, inode)`` and confirmed by name, size and head
 fingerprint (an inode number is reused once its file is deleted), so:
 
@@ -58,6 +58,9 @@ __all__ = [
     "validate_watch_path",
     "watch_enabled",
 ]
+
+# The Celery task that scans watched folders (ingest.tasks), sent by name.
+SCAN_TASK = "ingest.tasks.scan_watched_folders"
 
 
 @dataclass

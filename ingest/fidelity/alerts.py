@@ -28,7 +28,8 @@ from dashboard.alerts.models import FIDELITY_MEASURES, Measure, Threshold
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent, BulkArgument, ToolCall
-from ingest.fidelity.rollups import DAMAGED, JUDGED, call_day
+from ingest.fidelity.models import DAMAGED, JUDGED
+from ingest.fidelity.rollups import call_day
 from ingest.fidelity.selectors.totals import cost_by_day
 from mcptax import verdict_rules as fidelity
 
@@ -41,7 +42,11 @@ class Outcome:
     change: str  # opened | escalated | reopened | updated | resolved | ""
 
 
-def _team_rules(team: Team) -> dict[str, dict[str, dict[str, Threshold]]]:
+# {scope: {level: threshold}} of one measure; scope "" = team default, else a server id.
+Rules = dict[str, dict[str, Threshold]]
+
+
+def _team_rules(team: Team) -> dict[str, Rules]:
     """``{measure: {scope: {level: threshold}}}``; scope "" = team default, else a server id."""
     rules: dict[str, dict[str, dict[str, Threshold]]] = {}
     for threshold in Threshold.objects.filter(
@@ -127,74 +132,67 @@ def evaluate_after_ingest(team: Team, call_ids: Sequence[int]) -> list[Outcome]:
             "agent_id", "server_label", "tool", "request_ts", "created", "bulk_count"
         )
     )
-    outcomes: list[Outcome] = []
+    outcomes: list[Outcome | None] = []
     if Measure.AGENT_EXACT_RATE in rules:
-        by_level = _levels(rules[Measure.AGENT_EXACT_RATE], None)
-        window = max(t.window for t in by_level.values())
-        agent_ids = {c.agent_id for c in calls if c.agent_id and c.bulk_count}
-        for agent in Agent.objects.filter(pk__in=agent_ids):
-            rate, judged = agent_exact_rate(team, agent, window)
-            if rate is None:
-                continue
-            subject = f"{agent.family} {agent.version}".strip()
-            message = (
-                f"{subject}: {rate:.1f}% of its last {judged} judged bulk arguments arrived exact, "
-                "below the {level} limit of {limit:g}%."
-            )
-            outcome = _settle(
-                team,
-                f"agent:{agent.pk}:agent_exact_rate",
-                Measure.AGENT_EXACT_RATE,
-                rate,
-                by_level,
-                subject,
-                message,
-            )
-            if outcome:
-                outcomes.append(outcome)
+        outcomes += _agent_exact_rates(team, rules[Measure.AGENT_EXACT_RATE], calls)
     if Measure.DAMAGED_ARRIVALS in rules:
-        tools = {(c.server_label, c.tool) for c in calls if c.bulk_count}
-        labels = {label for label, _ in tools}
-        servers = {s.name: s for s in McpServer.objects.filter(team=team, name__in=labels)}
-        for label, tool in sorted(tools):
-            server = servers.get(label)
-            by_level = _levels(rules[Measure.DAMAGED_ARRIVALS], server)
-            if not by_level:
-                continue
-            window = max(t.window for t in by_level.values())
-            count = damaged_arrivals(team, label, tool, window)
-            subject = f"{label}/{tool}" if label else tool
-            message = (
-                f"{subject}: {count} truncated or dropped-element arrival(s) among its last {window} bulk "
-                "arguments, over the {level} limit of {limit:g}."
-            )
-            outcome = _settle(
-                team,
-                f"tool:{label}/{tool}:damaged_arrivals",
-                Measure.DAMAGED_ARRIVALS,
-                count,
-                by_level,
-                subject,
-                message,
-                server=server,
-            )
-            if outcome:
-                outcomes.append(outcome)
+        outcomes += _damaged_arrivals(team, rules[Measure.DAMAGED_ARRIVALS], calls)
     if Measure.PASTE_COST_PER_DAY in rules:
-        by_level = _levels(rules[Measure.PASTE_COST_PER_DAY], None)
-        days: set[date] = {call_day(c) for c in calls}
-        for day, cost in sorted(cost_by_day(team, days).items()):
-            value = float(cost)
-            message = f"{team.name}: paste cost on {day.isoformat()} is ${value:,.2f}, over the {{level}} budget of ${{limit:,.2f}}."
-            outcome = _settle(
-                team,
-                f"team:{team.pk}:paste_cost_per_day:{day.isoformat()}",
-                Measure.PASTE_COST_PER_DAY,
-                value,
-                by_level,
-                f"{team.name} paste cost {day.isoformat()}",
-                message,
-            )
-            if outcome:
-                outcomes.append(outcome)
+        outcomes += _paste_costs(team, rules[Measure.PASTE_COST_PER_DAY], calls)
+    return [outcome for outcome in outcomes if outcome]
+
+
+def _agent_exact_rates(team: Team, rules: Rules, calls: list[ToolCall]) -> list[Outcome | None]:
+    by_level = _levels(rules, None)
+    window = max(t.window for t in by_level.values())
+    agent_ids = {c.agent_id for c in calls if c.agent_id and c.bulk_count}
+    outcomes = []
+    for agent in Agent.objects.filter(pk__in=agent_ids):
+        rate, judged = agent_exact_rate(team, agent, window)
+        if rate is None:
+            continue
+        subject = f"{agent.family} {agent.version}".strip()
+        message = (
+            f"{subject}: {rate:.1f}% of its last {judged} judged bulk arguments arrived exact, "
+            "below the {level} limit of {limit:g}%."
+        )
+        key = f"agent:{agent.pk}:agent_exact_rate"
+        outcomes.append(_settle(team, key, Measure.AGENT_EXACT_RATE, rate, by_level, subject, message))
+    return outcomes
+
+
+def _damaged_arrivals(team: Team, rules: Rules, calls: list[ToolCall]) -> list[Outcome | None]:
+    tools = {(c.server_label, c.tool) for c in calls if c.bulk_count}
+    labels = {label for label, _ in tools}
+    servers = {s.name: s for s in McpServer.objects.filter(team=team, name__in=labels)}
+    outcomes = []
+    for label, tool in sorted(tools):
+        server = servers.get(label)
+        by_level = _levels(rules, server)
+        if not by_level:
+            continue
+        window = max(t.window for t in by_level.values())
+        count = damaged_arrivals(team, label, tool, window)
+        subject = f"{label}/{tool}" if label else tool
+        message = (
+            f"{subject}: {count} truncated or dropped-element arrival(s) among its last {window} bulk "
+            "arguments, over the {level} limit of {limit:g}."
+        )
+        key = f"tool:{label}/{tool}:damaged_arrivals"
+        outcomes.append(
+            _settle(team, key, Measure.DAMAGED_ARRIVALS, count, by_level, subject, message, server=server)
+        )
+    return outcomes
+
+
+def _paste_costs(team: Team, rules: Rules, calls: list[ToolCall]) -> list[Outcome | None]:
+    by_level = _levels(rules, None)
+    days: set[date] = {call_day(c) for c in calls}
+    outcomes = []
+    for day, cost in sorted(cost_by_day(team, days).items()):
+        value = float(cost)
+        message = f"{team.name}: paste cost on {day.isoformat()} is ${value:,.2f}, over the {{level}} budget of ${{limit:,.2f}}."
+        key = f"team:{team.pk}:paste_cost_per_day:{day.isoformat()}"
+        subject = f"{team.name} paste cost {day.isoformat()}"
+        outcomes.append(_settle(team, key, Measure.PASTE_COST_PER_DAY, value, by_level, subject, message))
     return outcomes

@@ -11,12 +11,13 @@ import uuid
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from dashboard.teams.models import Team
 from dashboard.teams.validators import NameField
-from ingest.capture.models import Agent
+from ingest.capture.models import Agent, BulkArgument, IngestJob, ToolCall
+from mcptax import verdict_rules
 
 
 class ReferenceDocument(models.Model):
@@ -107,6 +108,46 @@ class ModelPrice(models.Model):
     def __str__(self) -> str:
         scope = self.team or "global"
         return f"{self.model} ({self.agent_family or 'default'}, {scope})"
+
+
+# The verdicts of a bulk argument (docs/definitions.md), with the groups the pages and alerts count
+# by: one definition, mcptax.verdict_rules, which BulkArgument.verdict's choices also come from.
+# (Django's functional enum API, which the stubs do not type.)
+Verdict = models.TextChoices(
+    "Verdict",
+    [(value.upper(), (value, label)) for value, label in verdict_rules.CHOICES],  # type: ignore[call-overload]
+)
+# Rollup rows count reference calls and calls without a bulk argument under these names.
+BY_REFERENCE = verdict_rules.BY_REFERENCE
+NO_BULK = "no_bulk"
+# Calls whose log carried no arguments (telemetry without tool details).
+NO_CONTENT = verdict_rules.NO_CONTENT
+# Verdicts that are judgements of the agent (exact-match rates are over these); damaged copies.
+JUDGED = verdict_rules.JUDGED
+DAMAGED = verdict_rules.DAMAGED
+
+
+def verdict_counts(job: IngestJob) -> dict[str, int]:
+    """{verdict: n} over the job's bulk arguments ("pending" = not judged yet), plus ``by_reference``
+    and ``no_content`` (calls whose log carried no arguments)."""
+    counts = {
+        (row["verdict"] or "pending"): row["n"]
+        for row in BulkArgument.objects.filter(call__job=job).values("verdict").annotate(n=Count("pk"))
+    }
+    by_reference = ToolCall.objects.filter(job=job, is_reference_call=True).count()
+    if by_reference:
+        counts[BY_REFERENCE] = by_reference
+    no_content = ToolCall.objects.filter(job=job, no_content=True).count()
+    if no_content:
+        counts[verdict_rules.NO_CONTENT] = no_content
+    return counts
+
+
+def refresh_verdict_counts(job: IngestJob) -> IngestJob:
+    """Recompute the job's verdict counts (after its arguments were judged again)."""
+    IngestJob.objects.filter(pk=job.pk).update(verdict_counts=verdict_counts(job))
+    job.refresh_from_db(fields=["verdict_counts"])
+    return job
 
 
 class SizeBucket(models.TextChoices):

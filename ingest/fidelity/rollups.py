@@ -16,25 +16,19 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, date
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.db import connection, transaction
 
 from dashboard.teams.models import Team
+from ingest import bulkwrite
 from ingest.capture.models import BulkArgument, ToolCall
-from ingest.capture.pipeline import bulkwrite
 from ingest.fidelity.costs import PriceBook, argument_costs
-from ingest.fidelity.models import FidelityDaily, SizeBucket
-from mcptax import verdict_rules as fidelity
+from ingest.fidelity.models import BY_REFERENCE, NO_BULK, NO_CONTENT, FidelityDaily, SizeBucket
 
-if TYPE_CHECKING:
-    from ingest.fidelity.verdicts import Change
-
-BY_REFERENCE = fidelity.BY_REFERENCE
-NO_CONTENT = fidelity.NO_CONTENT
-NO_BULK = "no_bulk"
 KB = 1024
 # Upper bounds (exclusive) of the size buckets, in bytes.
 BUCKET_BOUNDS: tuple[tuple[int, str], ...] = (
@@ -55,13 +49,16 @@ COUNTS = (
     "server_errors",
     "estimated_calls",
 )
-# Verdicts that are judgements of the agent (exact-match rates are over these).
-JUDGED = tuple(
-    v for v in fidelity.VERDICTS if v not in (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED, NO_CONTENT)
-)
-DAMAGED = (fidelity.TRUNCATED, fidelity.ELEMENTS_DROPPED)
 
 Key = tuple[date, int | None, str, str, str, str]  # day, agent_id, server_label, tool, verdict, bucket
+
+
+@dataclass
+class Change:
+    """One argument whose verdict was set or changed (``old`` is "" when it was first judged)."""
+
+    argument: BulkArgument
+    old: str
 
 
 def size_bucket(nbytes: int) -> str:

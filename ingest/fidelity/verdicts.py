@@ -35,13 +35,15 @@ from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from dashboard.system.broker import Enqueue
 from dashboard.teams.models import Team
+from ingest import bulkwrite
 from ingest.capture.expectations import CALLER, META
 from ingest.capture.expectations import caller_expectations as caller_expectations
 from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
-from ingest.capture.pipeline import bulkwrite
 from ingest.fidelity import rollups
-from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint
+from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint, refresh_verdict_counts
+from ingest.fidelity.rollups import Change
 from mcptax import verdict_rules as fidelity
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
 from mcptax.tokens import canonical
@@ -142,14 +144,6 @@ def _as_value(text: str, is_array: bool, want_array: bool) -> str | list[Any]:
 # -- judging ------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Change:
-    """One argument whose verdict was set or changed (``old`` is "" when it was first judged)."""
-
-    argument: BulkArgument
-    old: str
-
-
 def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:
     reported = call.server_reported_sha256 or None
     return {
@@ -159,23 +153,11 @@ def _server_side(argument: BulkArgument, call: ToolCall) -> dict[str, Any]:
     }
 
 
-def judge_arguments(
-    team: Team,
-    arguments: Sequence[BulkArgument],
-    texts: Mapping[int, str] | None = None,
-    *,
-    save: bool = True,
-) -> list[Change]:
-    """(Re)compute the verdict of each argument and save it; returns those that changed.
-
-    Arguments need ``call`` loaded (``select_related("call")``); ``texts`` may hold the text of
-    contents by id (the ingest passes what it has just stored), the others are read. A constant
-    number of queries per call of this function (lookups are batched), plus one update (none
-    without ``save``: arguments about to be inserted as they are).
-    """
-    if not arguments:
-        return []
-    texts = texts or {}
+def _arrived_texts(
+    team: Team, arguments: Sequence[BulkArgument], texts: Mapping[int, str]
+) -> Callable[[BulkArgument], str | None]:
+    """The arrived text of each argument: its own content (from ``texts``, else read), or for a
+    hash-only capture another capture's of the same bytes. Two queries at most."""
     own_texts = {
         a.content_id: texts[a.content_id] for a in arguments if a.content_id and a.content_id in texts
     }
@@ -195,6 +177,55 @@ def judge_arguments(
             return own_texts.get(arg.content_id)
         return borrowed.get(arg.sha256)
 
+    return arrived_text
+
+
+def _evidence(
+    arg: BulkArgument,
+    evidence: dict[str, Any],
+    expected_sha: str | None,
+    match: Any,
+    known: Any,
+    text: str | None,
+) -> dict[str, Any]:
+    """The verdict's evidence completed with where the expected and arrived contents came from."""
+    evidence["expected_source"] = arg.expected_source or None
+    evidence["expected_sha256"] = expected_sha or None
+    document = match.document if match else (known[2] if known else None)
+    if known:
+        evidence["expected_content"] = "reference_document" if known[2] else "captured_copy"
+    else:
+        evidence["expected_content"] = None
+    evidence["document"] = (
+        {"id": document.pk, "code": str(document.code), "name": document.name, "url": document.url}
+        if document
+        else None
+    )
+    evidence["matched_by"] = match.kinds if match else None
+    evidence["arrived_content"] = (
+        None if text is None else ("captured" if arg.content_id else "captured_elsewhere")
+    )
+    evidence.update(_server_side(arg, arg.call))
+    return evidence
+
+
+def judge_arguments(
+    team: Team,
+    arguments: Sequence[BulkArgument],
+    texts: Mapping[int, str] | None = None,
+    *,
+    save: bool = True,
+) -> list[Change]:
+    """(Re)compute the verdict of each argument and save it; returns those that changed.
+
+    Arguments need ``call`` loaded (``select_related("call")``); ``texts`` may hold the text of
+    contents by id (the ingest passes what it has just stored), the others are read. A constant
+    number of queries per call of this function (lookups are batched), plus one update (none
+    without ``save``: arguments about to be inserted as they are).
+    """
+    if not arguments:
+        return []
+    arrived_text = _arrived_texts(team, arguments, texts or {})
     need_document = [
         a for a in arguments if a.expected_source not in CALLER_SOURCES and not a.capture_truncated
     ]
@@ -226,24 +257,7 @@ def judge_arguments(
         known = contents.get(expected_sha or "")
         expected = _as_value(known[0], known[1], isinstance(arrived, list)) if known else None
         verdict = _judge(arg, arrived, expected, expected_sha)
-        evidence = verdict.to_dict()
-        evidence["expected_source"] = arg.expected_source or None
-        evidence["expected_sha256"] = expected_sha or None
-        document = match.document if match else (known[2] if known else None)
-        if known:
-            evidence["expected_content"] = "reference_document" if known[2] else "captured_copy"
-        else:
-            evidence["expected_content"] = None
-        evidence["document"] = (
-            {"id": document.pk, "code": str(document.code), "name": document.name, "url": document.url}
-            if document
-            else None
-        )
-        evidence["matched_by"] = match.kinds if match else None
-        evidence["arrived_content"] = (
-            None if text is None else ("captured" if arg.content_id else "captured_elsewhere")
-        )
-        evidence.update(_server_side(arg, arg.call))
+        evidence = _evidence(arg, verdict.to_dict(), expected_sha, match, known, text)
         arg.verdict = verdict.verdict
         arg.evidence = evidence
         arg.verdict_at = now
@@ -348,11 +362,7 @@ def rejudge(team: Team, arguments: Sequence[BulkArgument]) -> list[Change]:
         changes = judge_arguments(team, arguments)
         moved = [c for c in changes if c.old and c.old != c.argument.verdict]
         rollups.apply_verdict_changes(team, moved)
-    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true. Imported
-    # here only while ingest.capture.pipeline still imports this module (the capture branch ends
-    # that; then this import belongs at the top).
-    from ingest.capture.pipeline import refresh_verdict_counts
-
+    # Finished jobs show verdict counts; keep those of the jobs whose calls changed true.
     job_ids = {c.argument.call.job_id for c in moved if c.argument.call.job_id}
     for job in IngestJob.objects.filter(pk__in=job_ids, status=IngestJob.Status.DONE):
         refresh_verdict_counts(job)
@@ -447,10 +457,17 @@ def rejudge_without_document(team: Team, sha256: str) -> int:
     return len(rejudge(team, arguments))
 
 
-Enqueue = Callable[[int], Any]
+# The Celery task that re-judges for a new document (ingest.tasks), sent by name.
+REJUDGE_TASK = "ingest.tasks.rejudge_document"
+
+
+def rejudge_document(document_id: int) -> int:
+    """Re-judge what a newly registered document explains (a removed document: nothing to do)."""
+    document = ReferenceDocument.objects.filter(pk=document_id).select_related("team").first()
+    return rejudge_for_document(document) if document is not None else 0
 
 
 def queue_rejudge(document: ReferenceDocument, enqueue: Enqueue) -> None:
-    """Have a worker re-judge for a new document once the registration commits: the caller passes
-    ``enqueue`` (the view: ``rejudge_document_task.delay``), which gets the document's id."""
+    """Have a worker re-judge for a new document once the registration commits: ``enqueue`` gets
+    the document's id."""
     transaction.on_commit(lambda: enqueue(document.pk))

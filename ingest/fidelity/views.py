@@ -9,6 +9,7 @@ paginated call list and the single-call drill-down read calls, through indexed l
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
@@ -46,8 +47,7 @@ from ingest.fidelity.selectors.common import (
 )
 from ingest.fidelity.selectors.documents import documents_page, price_table
 from ingest.fidelity.selectors.totals import unused_tools
-from ingest.fidelity.tasks import rejudge_document_task
-from ingest.fidelity.verdicts import queue_rejudge
+from ingest.fidelity.verdicts import REJUDGE_TASK, queue_rejudge, rejudge_document
 
 AGENTS_PER_PAGE = 50
 # Above this many captured texts, re-judging after a registration moves to the worker so the
@@ -189,12 +189,13 @@ def server_unused_tools(request: HtmxHttpRequest, team_slug: str, code: UUID) ->
 # --- reference documents -----------------------------------------------------------------------------
 
 
-def _send_rejudge(document_id: int) -> None:
-    """Hand the re-judging to a worker; with the broker down (recorded) do it here instead, since
-    nothing would send it later."""
+def _send_rejudge(document_id: int, /, *, eta: datetime | None = None) -> None:
+    """Hand the re-judging to a worker (an `Enqueue`); with the broker down (recorded) do it here
+    instead, since nothing would send it later."""
     where = f"re-judging for reference document {document_id}"
-    if not broker.send(lambda: rejudge_document_task.delay(document_id), where):
-        rejudge_document_task(document_id)
+    # Called once the registration has committed (queue_rejudge), so sent at once.
+    if broker.send_task(REJUDGE_TASK, document_id, where=where, eta=eta, after_commit=False).ok is False:
+        rejudge_document(document_id)
 
 
 def _rejudge_inline(team: Team) -> bool:

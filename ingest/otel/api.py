@@ -28,7 +28,7 @@ from dashboard.teams.api import declared_length
 from ingest.capture import pipeline
 from ingest.capture.api import STORAGE_RETRY_AFTER, BadBody, TokenRequest, spool_body
 from ingest.capture.models import IngestJob
-from ingest.capture.tasks import enqueue_job
+
 from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from ingest.otel.run import FORMAT
 from mcptax.otel.decode import check_body
@@ -115,7 +115,7 @@ def otel_logs(request: TokenRequest) -> HttpResponse:
     except BaseException:
         upload.discard()
         raise
-    enqueue_job(job)  # with the broker down the job stays queued for the stalled-job sweep
+    pipeline.enqueue_job(job)  # with the broker down the job stays queued for the stalled-job sweep
     if unreadable and unreadable == records:
         return _answer(
             request, 400, message=f"The body is no OTLP logs request ({why}); it is kept, quarantined."

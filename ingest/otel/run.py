@@ -20,7 +20,8 @@ from django.conf import settings
 from django.db import transaction
 
 from ingest.capture.models import IngestJob
-from ingest.capture.pipeline.run import InputUnavailable, Run, _Batch
+from ingest.capture.pipeline.batch import Run, _Batch
+from ingest.capture.pipeline.run import InputUnavailable
 from ingest.capture.pipeline.values import parse_ts
 from ingest.capture.storage import open_job_input
 from ingest.otel import store

@@ -1,18 +1,20 @@
 """The SDK-free fast path of a one-shot measurement: the exchange the SDK's ``Client`` has with a
-stdio server of the handshake era (one that does not speak ``server/discover``), spoken directly.
+stdio server, spoken directly, for servers of both protocol eras (a ``server/discover`` probe
+answered by a modern server, or the ``initialize`` handshake that follows when the server does not
+know the probe or names only handshake-era versions).
 
 `mcp-tax measure` starts half a dozen servers at once; importing the SDK costs about 0.8 s of CPU
-that those servers need to boot on a small machine. Most servers in the wild are of the handshake
-era, so the command asks them here first and loads the SDK only for the others.
+that those servers need to boot on a small machine. So the command asks every server here first
+and loads the SDK only for the servers that leave the plain path.
 
 Exactness comes from staying on one well-trodden path, and leaving it at the first doubt:
 
 - the messages are byte for byte what the SDK sends on that path (the probe, ``initialize``, the
   ``initialized`` notification, ``tools/list`` with its cursor); a test records both clients
   against the same servers and compares, and checks the constants below against the SDK's;
-- anything else (a server that answers the probe, names a modern version, asks the client
-  something, sends a line that is not JSON or a result of a shape the SDK might refuse, closes
-  its output) returns ``None``: the caller stops this server and measures it again through the
+- anything else (a modern server that does not offer the probed version, a server that asks the
+  client something, sends a line that is not JSON or a result of a shape the SDK might refuse,
+  closes its output) returns ``None``: the caller stops this server and measures it again through the
   SDK, which then speaks for it, errors included. Only a timeout or an oversize answer ends here,
   with the SDK path's outcome.
 """
@@ -172,8 +174,8 @@ class _Exchange:
 async def fetch_handshake_era(
     process: anyio.abc.Process, *, timeout: float, max_bytes: int
 ) -> FetchResult | None:
-    """Every ``tools/list`` page of the server running as `process`, or ``None`` when the SDK must
-    speak for it. The server is stopped and reaped here either way."""
+    """Every ``tools/list`` page of the server running as `process` (either era: the name is
+    historical), or ``None`` when the SDK must speak for it. The server is stopped and reaped here either way."""
     started = time.monotonic()
     exchange = _Exchange(process, max_bytes)
     try:

@@ -73,7 +73,7 @@ def enqueue_slow_poll(env: dict[str, str], tmp_path: Path, name: str, mode: str)
         env,
         f"""
 from dashboard.servers.models import McpServer
-from dashboard.servers.tasks import poll_server_task
+from dashboard.tasks import poll_server as poll_server_task
 from dashboard.teams.models import Team
 team, _ = Team.objects.get_or_create(name="Ops")
 server = McpServer.objects.create(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dashboard.servers.models import McpServer, Snapshot, Transport
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from examples.servers.launch import serve_http, stdio_command
 from tests.corpus.conftest import CAPTURES, load_capture, oracle_tax
 from tests.helpers import compact

@@ -129,7 +129,7 @@ def send_sentinels_through_every_queue(tag: str, *, timeout: float = 60.0) -> No
     """
     from config.celery import app
     from dashboard.system.models import WorkerHeartbeat
-    from dashboard.system.tasks import worker_heartbeat
+    from dashboard.tasks import worker_heartbeat
 
     names = {
         f"sentinel-{tag}-{queue.name}-{uuid.uuid4().hex[:8]}": queue.name for queue in app.conf.task_queues

@@ -14,7 +14,7 @@ from django.urls import reverse
 from dashboard.alerts.models import Alert, AlertState, Measure, Threshold
 from dashboard.demo import ensure_example_servers
 from dashboard.servers.models import Snapshot
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from dashboard.teams.services import create_team
 from tests.conftest import browser_login
 from tests.dashboard.alerts.factories import SPRAWL_V14, SPRAWL_V15, set_grown

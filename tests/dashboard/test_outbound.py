@@ -16,7 +16,7 @@ from dashboard.alerts.notify.models import AttemptStatus, Channel, ChannelKind
 from dashboard.servers.config_import import SHELL, import_config_text
 from dashboard.servers.forms import ServerForm
 from dashboard.servers.models import McpServer, PollRun, Transport
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from tests.helpers import Receiver
 
 LOOPBACK_REFUSED = "127.0.0.1 is a loopback address; an operator can allow it with OUTBOUND_ALLOW_NETWORKS"

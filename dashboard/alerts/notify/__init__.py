@@ -2,5 +2,5 @@
 delivery loop.
 
 `dashboard.alerts.notify.delivery` holds the plain functions (create an event, deliver one claimed
-delivery, send a test); `dashboard.alerts.tasks` wraps them for the `notify` queue.
+delivery, send a test); `dashboard.tasks` wraps them for the `notify` queue.
 """

@@ -1,17 +1,17 @@
 """Events, fan-out to channels and exactly-once delivery, as plain functions.
 
 Flow: `create_event` (called by dashboard.alerts.budgets inside the alert's transaction) freezes the
-payload and creates one `Delivery` per eligible channel; after commit `deliveries_created` tells the
-Celery side (dashboard.alerts.tasks) to enqueue each on the `notify` queue. `deliver` claims the delivery with a conditional UPDATE, makes one attempt,
-records a `Notification` row and says whether and when to retry. The Celery task only turns that
-answer into `self.retry(countdown=...)`.
+payload, creates one `Delivery` per eligible channel and, once that commits, sends each to the
+`notify` queue (`DELIVER_TASK`, through `dashboard.system.broker`). `deliver` claims the delivery
+with a conditional UPDATE, makes one attempt, records a `Notification` row and says whether and
+when to retry. The Celery task (`dashboard.tasks.deliver_notification`) only turns that answer into
+`self.retry(countdown=...)`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,8 +37,8 @@ from dashboard.alerts.notify.models import (
 )
 from dashboard.alerts.notify.slack import SlackSender
 from dashboard.alerts.notify.webhook import WebhookSender
-from dashboard.alerts.signals import deliveries_created
 from dashboard.origin import site_url
+from dashboard.system import broker
 from dashboard.teams.validators import one_line
 
 log = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def _absolute(path: str, origin: str = "") -> str:
 
 
 def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
-    """The documented webhook payload (README, "Webhook payload"). Keys are stable; add, never rename."""
+    """The documented webhook payload (docs/alerts.md, "Webhook payload"). Keys are stable; add, never rename."""
     resolved = kind == EventKind.RESOLVED
     snapshot = alert.resolved_snapshot if resolved and alert.resolved_snapshot else alert.snapshot
     return {
@@ -154,9 +154,22 @@ def render(payload: dict[str, Any]) -> Message:
     return Message(payload, subject, "\n".join(lines) + "\n")
 
 
-def _enqueue_after_commit(delivery_ids: list[int]) -> None:
+DELIVER_TASK = "dashboard.tasks.deliver_notification"
+
+
+def _send_after_commit(delivery_ids: list[int]) -> None:
     # After commit, so the worker never looks for a delivery this transaction has not written yet.
-    transaction.on_commit(lambda: deliveries_created.send(sender=Delivery, delivery_ids=delivery_ids))
+    transaction.on_commit(lambda: _send(delivery_ids))
+
+
+def _send(delivery_ids: list[int]) -> None:
+    """Hand each delivery to the `notify` queue. A broker outage is recorded and must not break
+    the poll: the sweep sends it later."""
+    for pk in delivery_ids:
+        try:
+            broker.send_task(DELIVER_TASK, pk, where=f"sending delivery {pk}", after_commit=False)
+        except Exception:
+            log.exception("could not enqueue delivery %s", pk)
 
 
 def create_event(alert: Alert, kind: str) -> NotificationEvent:
@@ -171,7 +184,7 @@ def create_event(alert: Alert, kind: str) -> NotificationEvent:
     ]
     deliveries = Delivery.objects.bulk_create(Delivery(event=event, channel=c) for c in wanted)
     # bulk_create returns primary keys on PostgreSQL and SQLite alike.
-    _enqueue_after_commit([d.pk for d in deliveries])
+    _send_after_commit([d.pk for d in deliveries])
     return event
 
 
@@ -296,10 +309,9 @@ def send_test(channel: Channel) -> Notification:
     return delivery.attempts_log.order_by("-pk")[0]
 
 
-def sweep_pending(now: datetime | None = None, *, enqueue: Callable[[int], object]) -> list[int]:
+def sweep_pending(now: datetime | None = None, *, enqueue: broker.Enqueue) -> list[int]:
     """Hand deliveries whose retry is overdue (a lost broker message, a failed enqueue, a worker that
-    died mid-attempt and left its lock) to `enqueue` (the caller's: the sweep task passes the
-    delivery task's `.delay`).
+    died mid-attempt and left its lock) to `enqueue` (the sweep task's sends the delivery task).
 
     Running one early is harmless: the claim keeps it to one attempt at a time and to one success.
     """

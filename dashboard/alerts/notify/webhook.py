@@ -1,4 +1,4 @@
-"""Generic JSON webhook: the documented payload, signed with the channel's secret (README)."""
+"""Generic JSON webhook: the documented payload, signed with the channel's secret (docs/alerts.md)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def sign(body: bytes, secret: str) -> str:
 
 
 def verify(body: bytes, secret: str, header_value: str) -> bool:
-    """What a receiver does; kept here so the README example and the tests agree with the sender."""
+    """What a receiver does; kept here so the example in docs/alerts.md and the tests agree with the sender."""
     return hmac.compare_digest(sign(body, secret), header_value or "")
 
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from dashboard.servers.models import McpServer
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll
 
 
 class Command(BaseCommand):
@@ -25,7 +25,7 @@ class Command(BaseCommand):
             raise CommandError(f"no server named {name!r}")
         if len(found) > 1:
             raise CommandError(f"several teams have a server named {name!r}; pass --team")
-        summary = poll_server(found[0].pk, trigger="command")
+        summary = poll(found[0].pk, trigger="command")
         server = McpServer.objects.select_related("current_snapshot").get(pk=found[0].pk)
         snap = server.current_snapshot if summary.snapshot_id else None
         out = summary.to_dict()

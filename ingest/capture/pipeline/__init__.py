@@ -2,9 +2,10 @@
 
 Public entry points (stable; pages, the API, commands and tasks build on them):
 
-- ``create_job(team, *, source, filename, path, format="auto", user=None, enqueue=None) -> IngestJob``;
-  the caller that wants it run by a worker passes ``enqueue=run_ingest_job.delay``.
-- ``run_job(job_id) -> IngestJob``: runs (or resumes) a job; never raises for a bad input or an
+- ``create_job(team, *, source, filename, path="", storage_name="", size=None, format="auto",
+  user=None) -> IngestJob``: a queued job; the caller that wants a worker to run it sends its id
+  (``ingest.tasks.enqueue_job``), otherwise it runs it with ``run_job``.
+- ``run_job(job_id, *, fidelity=None, enqueue_range=None) -> IngestJob``: runs (or resumes) a job; never raises for a bad input or an
   unexpected error (the job is marked failed with the error, counts kept). Idempotent: a done job
   is returned as is, a killed job re-run finishes with the same counts as an uninterrupted run.
 - ``ingest_path(team, path, *, format="auto", source="command") -> IngestJob`` (synchronous)
@@ -17,8 +18,8 @@ Public entry points (stable; pages, the API, commands and tasks build on them):
 Uploads are written by ``ingest.capture.uploads``.
 
 Modules: ``jobs`` (creating jobs), ``lease`` (one run per job), ``reading`` (lines, format,
-parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``run`` (batches,
-line accounting, progress), ``bulkwrite`` (``COPY`` and its INSERT fallback), ``figures``
+parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``batch`` (a run's
+batches, line accounting, progress), ``run`` (running a job: one pass or ranges), ``figures``
 (hashing and tokenizing a call's bulk arguments), ``links`` (proxy capture and transcript of one
 call), ``ranges`` (a large file read in line ranges by several workers, then
 stitched), ``watched`` (tailing a watched file, read on from its offset with the saved pairing
@@ -46,29 +47,41 @@ re-yielded on resume exists already with ``job`` = this job, so it counts as sto
 duplicate. A lease (``run_token`` + heartbeat, and the owner's host:pid) keeps two runs (e.g. a
 redelivered task) from working on one job at once.
 
-Inside each batch's transaction ``ingest.capture.signals.calls_storing`` is sent with the rows
-about to be written (the fidelity step judges them and rolls them up there, so each row is
-written once: by ``COPY`` on PostgreSQL, see ``bulkwrite``); after the commit ``calls_ingested``
-is sent with the ids of the calls this job stored in it.
+The fidelity step (``fidelity_step``, passed to ``run_job`` like ``enqueue_range``) is called
+inside each batch's transaction with the rows about to be written (it judges them and rolls them up
+there, so each row is written once: by ``COPY`` on PostgreSQL, see ``ingest.bulkwrite``), and after
+the commit with the ids of the calls this job stored in it. After each call the extension points
+``ingest.capture.signals.calls_storing`` and ``calls_ingested`` are sent with the same rows.
 """
 
-from ingest.capture.pipeline.jobs import Enqueue, create_job, ingest_bytes, ingest_path
+from ingest.capture.pipeline.fidelity_step import FidelityStep
+from ingest.capture.pipeline.jobs import (
+    RUN_JOB_TASK,
+    RUN_RANGE_TASK,
+    create_job,
+    enqueue_job,
+    ingest_bytes,
+    ingest_path,
+    queued_for_sweep_message,
+)
 from ingest.capture.pipeline.lease import stalled_jobs
 from ingest.capture.pipeline.ranges import progress as range_progress
-from ingest.capture.pipeline.run import refresh_verdict_counts, run_job, verdict_counts
+from ingest.capture.pipeline.run import run_job
 from ingest.capture.pipeline.values import server_reported_sha256
 from ingest.capture.pipeline.watched import ingest_watched_file
 
 __all__ = [
-    "Enqueue",
+    "FidelityStep",
+    "RUN_JOB_TASK",
+    "RUN_RANGE_TASK",
+    "enqueue_job",
+    "queued_for_sweep_message",
     "create_job",
     "ingest_bytes",
     "ingest_path",
     "ingest_watched_file",
     "range_progress",
-    "refresh_verdict_counts",
     "run_job",
     "server_reported_sha256",
     "stalled_jobs",
-    "verdict_counts",
 ]

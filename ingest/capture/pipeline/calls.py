@@ -14,6 +14,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer
+from ingest import bulkwrite
 from ingest.capture.expectations import caller_expectations
 from ingest.capture.models import (
     Agent,
@@ -24,7 +25,7 @@ from ingest.capture.models import (
     TeamCaptureSettings,
     ToolCall,
 )
-from ingest.capture.pipeline import bulkwrite
+from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.figures import call_figures
 from ingest.capture.pipeline.links import link_calls
 from ingest.capture.pipeline.values import (
@@ -60,8 +61,9 @@ class CallStore:
     # Forget the ownership of old keys past this many; a miss just costs one query.
     KEY_CACHE_LIMIT = 200_000
 
-    def __init__(self, job: IngestJob) -> None:
+    def __init__(self, job: IngestJob, fidelity: FidelityStep) -> None:
         self.job = job
+        self.fidelity = fidelity
         self.team = job.team
         self.capture = TeamCaptureSettings.for_team(self.team)
         self.servers = dict(McpServer.objects.filter(team=self.team).values_list("name", "id"))
@@ -123,6 +125,9 @@ class CallStore:
 
     def _storing(self, calls: list[ToolCall], arguments: list[BulkArgument], *, written: bool) -> None:
         self.rows, self.arguments = calls, arguments
+        # The fidelity step judges and rolls up the batch here, in its transaction; then the
+        # extension point (docs/architecture.md).
+        self.fidelity.storing(self.team, calls, arguments, self.contents, written=written)
         calls_storing.send(
             sender=IngestJob,
             team=self.team,

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
 
+from dashboard.system import broker
 from dashboard.teams.models import Team
 from ingest.capture.models import IngestJob
 from ingest.capture.pipeline.run import run_job
 from ingest.capture.uploads import store_upload
-
-Enqueue = Callable[[int], Any]
-"""Hands a job id to whatever runs it later (the caller passes ``run_ingest_job.delay``)."""
 
 
 def create_job(
@@ -28,14 +26,12 @@ def create_job(
     size: int | None = None,
     format: str = "auto",
     user: Any = None,
-    enqueue: Enqueue | None = None,
 ) -> IngestJob:
     """A queued job for the file ``storage_name`` in the ingest storage (any worker can run it), or
     for the local file at ``path`` (read in place, on this host).
 
     ``size`` is the input's size when the caller knows it (else the local file's). ``format`` is ``auto`` (detected when the job runs) or one of ``mcptax.formats.FORMATS``.
-    With ``enqueue`` the job id is handed to it once the surrounding transaction commits (so the
-    worker finds the row); without, run it with ``run_job``.
+    Run it with ``run_job``, or send its id to a worker once the surrounding transaction commits.
     """
     if size is None:
         try:
@@ -52,9 +48,32 @@ def create_job(
         total_bytes=size,
         created_by=user if getattr(user, "is_authenticated", False) else None,
     )
-    if enqueue is not None:
-        transaction.on_commit(lambda: enqueue(job.pk))
     return job
+
+
+# The Celery tasks that run a job and one range of a large file (ingest.tasks), sent by name.
+RUN_JOB_TASK = "ingest.tasks.run_ingest_job"
+RUN_RANGE_TASK = "ingest.tasks.run_ingest_range"
+
+
+def enqueue_job(job: IngestJob) -> broker.Sent:
+    """Send the job to a worker once the transaction commits. With the broker down the job stays
+    saved and queued (the outage recorded): the stalled-job sweep starts it later."""
+    return broker.send_task(RUN_JOB_TASK, job.pk, where=f"queueing ingest job {job.pk}")
+
+
+def sweep_minutes() -> int:
+    """At most how long a queued job whose message never left waits for the sweep: a queued job
+    counts as stalled after 5 leases, and the sweep runs every minute."""
+    return math.ceil(5 * settings.INGEST_JOB_LEASE_SECONDS / 60) + 1
+
+
+def queued_for_sweep_message() -> str:
+    return (
+        "The task queue (broker) is unavailable, so no worker was told yet: the job is saved and "
+        f"queued, and the stalled-job sweep starts it within about {sweep_minutes()} minutes of the "
+        "queue answering again."
+    )
 
 
 def ingest_bytes(

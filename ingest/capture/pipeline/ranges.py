@@ -26,10 +26,12 @@ from django.db import transaction
 from django.db.models import Sum
 from django.utils import timezone
 
+from dashboard.system.broker import Enqueue
 from ingest.capture.models import IngestJob, LineRecord
+from ingest.capture.pipeline.batch import Run
+from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.lease import LeaseLost
 from ingest.capture.pipeline.reading import Lines
-from ingest.capture.pipeline.run import Enqueue, Run, run_job
 from ingest.capture.storage import open_job_input
 from mcptax.formats import parse
 from mcptax.formats.assemble import assemble
@@ -84,7 +86,7 @@ def split(job: IngestJob, token: str, raw: Any, size: int, enqueue: Enqueue) -> 
     return True
 
 
-def run_range(job: IngestJob, token: str) -> None:
+def run_range(job: IngestJob, token: str, fidelity: FidelityStep | None = None) -> None:
     """Read one range to its end (or on from its watermark after a kill) and hand on its edges."""
     assert job.parent_id is not None
     parent = IngestJob.objects.select_related("team").get(pk=job.parent_id)
@@ -111,7 +113,8 @@ def run_range(job: IngestJob, token: str) -> None:
         events = shifted(
             parse(lines, job.format, max_line_bytes=settings.INGEST_MAX_LINE_BYTES), job.first_line, start
         )
-        run = Run(job, token, owner=parent, settled_above=set(records.values_list("line_no", flat=True)))
+        settled_above = set(records.values_list("line_no", flat=True))
+        run = Run(job, token, owner=parent, settled_above=settled_above, fidelity=fidelity)
         items = assemble(
             events, job.format, skip_through_line=job.watermark, finish=False, assembler=assembler
         )
@@ -147,13 +150,12 @@ def after_range_failed(job: IngestJob) -> None:
     )
 
 
-def stitch_when_ready(parent_id: int) -> None:
-    """Run the parent's stitch if every range is done (whichever range finishes last gets here)."""
-    if not IngestJob.objects.filter(parent_id=parent_id).exclude(status=Status.DONE).exists():
-        run_job(parent_id)
+def all_done(parent_id: int) -> bool:
+    """Whether every range of the file is done, so its stitch may run."""
+    return not IngestJob.objects.filter(parent_id=parent_id).exclude(status=Status.DONE).exists()
 
 
-def stitch_parent(job: IngestJob, token: str) -> None:
+def stitch_parent(job: IngestJob, token: str, fidelity: FidelityStep | None = None) -> None:
     """The parent's run: settle the lines handed on by its ranges and close the job (sums + stitch)."""
     parts = list(IngestJob.objects.filter(parent=job).order_by("range_index"))
     if any(p.status != Status.DONE for p in parts):
@@ -193,7 +195,7 @@ def stitch_parent(job: IngestJob, token: str) -> None:
             raw.seek(offset)
             return raw.read(length)
 
-        run = Run(job, token, settled_above=settled)
+        run = Run(job, token, settled_above=settled, fidelity=fidelity)
         items = stitch(job.format, handoffs, read, settings.INGEST_MAX_LINE_BYTES)
         # The stitch reads lines here and there: its progress is the whole file.
         run.consume(items, Lines(io.BytesIO(), position=lambda: total))

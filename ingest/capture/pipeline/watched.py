@@ -10,10 +10,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from ingest.capture.models import IngestJob, WatchedFile
+from ingest.capture.pipeline.batch import Run
 from ingest.capture.pipeline.jobs import create_job
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail
 from ingest.capture.pipeline.reading import Lines, detect, last_line_end, outputs
-from ingest.capture.pipeline.run import Run
 from ingest.capture.watchguard import (
     HEAD_BYTES,
     NotOurFile,
@@ -83,6 +83,73 @@ def _remember(watched: WatchedFile, raw: BinaryIO, size: int, **fields: Any) -> 
         setattr(watched, key, value)
 
 
+def _follow(watched: WatchedFile, raw: Any, name: str, size: int) -> IngestJob:
+    """Start over when the file is no longer the one followed (NotOurFile when its new name does
+    not match), and give the file its job when it has none."""
+    folder = watched.folder
+    if not _continues(watched, raw, name, size):
+        was = watched.name or name
+        _end_job(watched)
+        if not fnmatch.fnmatch(name, folder.pattern):
+            raise NotOurFile(f"{name} now holds other content than the followed {was}; not read.")
+        watched.name, watched.head_sha256, watched.head_len = name, "", 0
+    watched.name = watched.name or name
+    if watched.job is None:
+        watched.job = create_job(
+            folder.team,
+            source=IngestJob.Source.WATCH,
+            filename=os.path.basename(watched.path),
+            path=watched.path,
+            format=folder.format,
+        )
+        watched.save(
+            update_fields=[
+                "job",
+                "offset",
+                "line_no",
+                "size_seen",
+                "name",
+                "head_sha256",
+                "head_len",
+                "pairing_state",
+            ]
+        )
+    return watched.job
+
+
+def _read_on(
+    watched: WatchedFile, job: IngestJob, token: str, raw: Any, end: int, final: bool
+) -> tuple[int, bytes | None, int]:
+    """Read the file on from its saved point up to ``end`` under the job's lease; returns the line
+    count up to ``end``, the pairing state to save and the bytes read."""
+    raw.seek(0)
+    format, problem = (job.format, "") if job.format else detect(raw)
+    if not job.format:
+        job.format = format
+        IngestJob.objects.filter(pk=job.pk).update(format=format)
+    start, before, assembler, parser_state = _resume_point(watched, format)
+    raw.seek(start)
+    lines = Lines(raw, limit=end - start, position=raw.tell)
+    run = Run(job, token)
+    if format in LINE_FORMATS:
+        # Only the bytes after the offset are read: what the lines before left pending is
+        # in the saved state.
+        max_line = settings.INGEST_MAX_LINE_BYTES
+        events = shifted(parse(lines, format, max_line_bytes=max_line, state=parser_state), before, start)
+        items = assemble(events, format, skip_through_line=job.watermark, finish=final, assembler=assembler)
+    else:  # one document (HAR, a Cline history) or an unknown format: the whole file again
+        items = outputs(lines, format, skip_through_line=job.watermark, finish=final)
+    run.consume(items, lines)
+    units = run.watermark if format in DOCUMENT_FORMATS else before + lines.count
+    state = dump(assembler, parser_state) if format in LINE_FORMATS and not final else None
+    run.finish(bytes_done=end, total_bytes=end, lines_in_input=units if final else None, final=final)
+    if not final:
+        IngestJob.objects.filter(pk=job.pk).update(status=Status.RUNNING)
+    if problem:
+        IngestJob.objects.filter(pk=job.pk).update(error=problem[:4000])
+    return units, state, lines.consumed
+
+
 def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJob | None:
     """Ingest ``watched``'s complete lines from its byte offset on; the watched-folder tail.
 
@@ -134,77 +201,23 @@ def ingest_watched_file(watched: WatchedFile, *, final: bool = False) -> IngestJ
         if (st.st_dev, st.st_ino) != (watched.device, watched.inode):
             return None
         size = st.st_size
-        if not _continues(watched, raw, name, size):
-            was = watched.name or name
-            _end_job(watched)
-            if not fnmatch.fnmatch(name, folder.pattern):
-                raise NotOurFile(f"{name} now holds other content than the followed {was}; not read.")
-            watched.name, watched.head_sha256, watched.head_len = name, "", 0
-        watched.name = watched.name or name
-        if watched.job is None:
-            watched.job = create_job(
-                folder.team,
-                source=IngestJob.Source.WATCH,
-                filename=os.path.basename(watched.path),
-                path=watched.path,
-                format=folder.format,
-            )
-            watched.save(
-                update_fields=[
-                    "job",
-                    "offset",
-                    "line_no",
-                    "size_seen",
-                    "name",
-                    "head_sha256",
-                    "head_len",
-                    "pairing_state",
-                ]
-            )
+        followed = _follow(watched, raw, name, size)
         # The final read takes the whole file: a last line without its newline is still a line.
         end = size if final else last_line_end(raw, watched.offset, size)
         if end <= watched.offset and not final:
             _remember(watched, raw, size)
-            return watched.job
-        job, token = claim(watched.job.pk)
+            return followed
+        job, token = claim(followed.pk)
         if job is None:
             return None
         try:
-            raw.seek(0)
-            format, problem = (job.format, "") if job.format else detect(raw)
-            if not job.format:
-                job.format = format
-                IngestJob.objects.filter(pk=job.pk).update(format=format)
-            start, before, assembler, parser_state = _resume_point(watched, format)
-            raw.seek(start)
-            lines = Lines(raw, limit=end - start, position=raw.tell)
-            run = Run(job, token)
-            if format in LINE_FORMATS:
-                # Only the bytes after the offset are read: what the lines before left pending is
-                # in the saved state.
-                max_line = settings.INGEST_MAX_LINE_BYTES
-                events = shifted(
-                    parse(lines, format, max_line_bytes=max_line, state=parser_state), before, start
-                )
-                items = assemble(
-                    events, format, skip_through_line=job.watermark, finish=final, assembler=assembler
-                )
-            else:  # HAR (one document) or an unknown format: the whole file again
-                items = outputs(lines, format, skip_through_line=job.watermark, finish=final)
-            run.consume(items, lines)
-            units = run.watermark if format in DOCUMENT_FORMATS else before + lines.count
-            state = dump(assembler, parser_state) if format in LINE_FORMATS and not final else None
-            run.finish(bytes_done=end, total_bytes=end, lines_in_input=units if final else None, final=final)
-            if not final:
-                IngestJob.objects.filter(pk=job.pk).update(status=Status.RUNNING)
-            if problem:
-                IngestJob.objects.filter(pk=job.pk).update(error=problem[:4000])
+            units, state, consumed = _read_on(watched, job, token, raw, end, final)
         except LeaseLost:
             return None
         except Exception as exc:
             fail(job.pk, token, exc)
             return IngestJob.objects.get(pk=job.pk)
         _remember(
-            watched, raw, size, offset=end, line_no=units, pairing_state=state, last_scan_bytes=lines.consumed
+            watched, raw, size, offset=end, line_no=units, pairing_state=state, last_scan_bytes=consumed
         )
         return IngestJob.objects.get(pk=job.pk)

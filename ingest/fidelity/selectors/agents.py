@@ -15,8 +15,8 @@ from django.db.models import Q, Sum
 from dashboard.alerts.models import FIDELITY_MEASURES, Alert
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent
-from ingest.fidelity.models import FidelityDaily
-from ingest.fidelity.rollups import BUCKET_ORDER, BY_REFERENCE, JUDGED
+from ingest.fidelity.models import BY_REFERENCE, JUDGED, FidelityDaily
+from ingest.fidelity.rollups import BUCKET_ORDER
 from ingest.fidelity.selectors.common import (
     BUCKET_LABELS,
     DEFAULT_PERIOD,

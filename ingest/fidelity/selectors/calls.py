@@ -13,8 +13,7 @@ from django.db.models import Exists, OuterRef, Prefetch, QuerySet
 
 from dashboard.teams.models import Team
 from ingest.capture.models import BulkArgument, BulkContent, ToolCall
-from ingest.fidelity.models import ReferenceDocument
-from ingest.fidelity.rollups import BY_REFERENCE, NO_BULK, NO_CONTENT
+from ingest.fidelity.models import BY_REFERENCE, NO_BULK, NO_CONTENT, ReferenceDocument
 from ingest.fidelity.selectors.agents import FamilyReport
 from ingest.fidelity.selectors.common import (
     PASTE_VERDICTS,

@@ -21,8 +21,8 @@ from django.utils import timezone
 
 from dashboard.servers.models import McpServer, ToolsDocument
 from dashboard.teams.models import Team
-from ingest.fidelity.models import FidelityDaily, SizeBucket
-from ingest.fidelity.rollups import BY_REFERENCE, COUNTS, JUDGED, NO_BULK, NO_CONTENT
+from ingest.fidelity.models import BY_REFERENCE, JUDGED, NO_BULK, NO_CONTENT, FidelityDaily, SizeBucket
+from ingest.fidelity.rollups import COUNTS
 from mcptax import verdict_rules as fidelity
 from mcptax.bulk import CONTENT_KEYS, REFERENCE_KEYS
 

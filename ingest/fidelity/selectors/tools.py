@@ -11,7 +11,7 @@ from datetime import date
 
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent
-from ingest.fidelity.rollups import DAMAGED
+from ingest.fidelity.models import DAMAGED
 from ingest.fidelity.selectors.agents import DayRate, agent_label
 from ingest.fidelity.selectors.common import VERDICT_ORDER, Tally, grouped
 

@@ -12,7 +12,8 @@ from dashboard.alerts.notify.models import (
     Delivery,
 )
 from dashboard.servers.models import McpServer, Snapshot, Transport
-from dashboard.servers.polling import poll_server, record_snapshot
+from dashboard.servers.polling import record_snapshot
+from dashboard.tasks import poll as poll_server
 from examples.servers.launch import stdio_command
 from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
 from tests.conftest import ROOT

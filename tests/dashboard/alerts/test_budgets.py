@@ -225,7 +225,7 @@ def test_demo_budgets_alert_on_the_grown_sprawling_release(
 @pytest.mark.django_db(transaction=True)
 def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker_process, team, tmp_path):
     """Poll task on the `poll` queue, evaluation on commit, delivery on the `notify` queue."""
-    from dashboard.servers.tasks import poll_server_task
+    from dashboard.tasks import poll_server as poll_server_task
 
     Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
     server = stdio_server(team, tmp_path=tmp_path)

@@ -11,7 +11,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from dashboard.servers.models import McpServer, PollRun, Transport
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from tests.conftest import ROOT, need_service
 
 pytestmark = pytest.mark.django_db

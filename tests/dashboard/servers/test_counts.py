@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dashboard.servers.models import McpServer, ProviderCount, Snapshot, Transport
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from examples.servers.launch import stdio_command
 from tests.helpers import compact, tiktoken_reference
 

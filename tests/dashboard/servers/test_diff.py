@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -13,6 +14,14 @@ from dashboard.servers.models import Snapshot
 from tests.dashboard.factories import http_server, independent_tax, independent_tool_tokens, record, tool
 
 pytestmark = pytest.mark.django_db
+
+
+def as_text(segments: list[diff_mod.Segment]) -> dict[str, Any]:
+    """The two sides of an inline diff as plain strings."""
+    return {
+        "before": "".join(s.text for s in segments if s.tag != "ins"),
+        "after": "".join(s.text for s in segments if s.tag != "del"),
+    }
 
 
 @pytest.mark.slow
@@ -87,7 +96,7 @@ def test_diff_shows_changed_description_and_schema(alice_client, team):
     search_after = independent_tool_tokens(after)["search"]
     assert (change.before.tokens, change.after.tokens) == (search_before, search_after)
     assert change.delta == search_after - search_before > 0
-    assert diff_mod.as_text(change.description_diff) == {
+    assert as_text(change.description_diff) == {
         "before": "Search files for a pattern.",
         "after": "Search files for a regular expression pattern, recursively.",
     }

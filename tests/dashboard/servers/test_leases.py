@@ -18,7 +18,8 @@ from django.utils import timezone
 from dashboard.alerts.notify.delivery import deliver, lock_stale_after, sweep_pending
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, DeliveryStatus
 from dashboard.servers.models import McpServer, PollRun, Transport
-from dashboard.servers.polling import claim, dispatch_due, poll_server
+from dashboard.servers.polling import claim, dispatch_due
+from dashboard.tasks import poll as poll_server
 from examples.servers.launch import stdio_command
 from tests.dashboard.alerts.factories import Receiver, deliveries_for, open_alert
 

@@ -13,9 +13,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Transport
-from dashboard.servers.polling import claim, dispatch_due, poll_server
+from dashboard.servers.polling import claim, dispatch_due
 from dashboard.servers.signals import snapshot_recorded
-from dashboard.servers.tasks import dispatch_due_polls
+from dashboard.tasks import dispatch_due_polls
+from dashboard.tasks import poll as poll_server
 from examples.servers.launch import serve_http, stdio_command
 from examples.servers.misbehaving import QUIRKY_PAGES
 from mcptax import tokens
@@ -185,7 +186,7 @@ def test_dispatcher_enqueues_due_servers_once(team):
 def test_real_worker_polls_and_survives_a_hanging_server(
     postgres_and_redis, celery_worker_process, team, settings
 ):
-    from dashboard.servers.tasks import poll_server_task
+    from dashboard.tasks import poll_server as poll_server_task
 
     hang = _stdio_server(team, "hang", "misbehaving", "--mode", "hang")
     good = _stdio_server(team, "good", "lean")

@@ -18,7 +18,7 @@ from dashboard.servers.models import McpServer, Transport
 from dashboard.system import outages
 from dashboard.system.models import OutageRecord
 from ingest.capture.models import IngestJob
-from ingest.capture.tasks import resume_stalled_jobs
+from ingest.tasks import resume_stalled_jobs
 from tests.conftest import make_envelope_log
 from tests.dashboard.system.outage_helpers import celery_broker, closed_redis_url
 from tests.helpers import assert_job_reconciles

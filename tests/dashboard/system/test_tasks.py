@@ -13,7 +13,7 @@ from tests.helpers import wait_until
 @pytest.mark.django_db(transaction=True)
 def test_real_celery_worker_on_redis_writes_to_postgresql(postgres_and_redis, celery_worker_process):
     from dashboard.system.models import WorkerHeartbeat
-    from dashboard.system.tasks import worker_heartbeat
+    from dashboard.tasks import worker_heartbeat
 
     name = f"ci-probe-{os.getpid()}"
     worker_heartbeat.delay(name)

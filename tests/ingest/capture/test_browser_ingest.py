@@ -18,7 +18,7 @@ def held_worker(monkeypatch):
     sets ``release``, so the page first sees the job waiting and then has to notice it finish."""
     from django.db import connection
 
-    from ingest.capture import tasks
+    from ingest import tasks
 
     threads: list[threading.Thread] = []
     release = threading.Event()

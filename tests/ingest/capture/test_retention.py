@@ -96,8 +96,8 @@ def test_raw_upload_files_are_deleted_once_the_team_window_has_passed(team, sett
 def test_a_team_that_keeps_no_texts_keeps_no_raw_upload_after_its_job(team, settings, tmp_path):
     from ingest.capture.models import IngestJob
     from ingest.capture.storage import exists
-    from ingest.capture.tasks import purge_expired_content as purge_task
     from ingest.capture.uploads import store_upload
+    from ingest.tasks import purge_expired_content as purge_task
 
     TeamCaptureSettings.objects.create(team=team, keep_bulk_content=False)
     done = store_upload(team, [b"{}\n"], "a.jsonl")

@@ -148,7 +148,7 @@ def test_a_job_whose_object_is_missing_is_retried_by_the_worker_until_it_appears
     postgres_and_redis, s3_server, team, tmp_path
 ):
     from ingest.capture import pipeline
-    from ingest.capture.tasks import run_ingest_job
+    from ingest.tasks import run_ingest_job
 
     data = make_envelope_log(3)
     name = f"{upload_dir(team)}/arrives-later.jsonl"

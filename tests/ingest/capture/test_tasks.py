@@ -19,7 +19,7 @@ from ingest.capture.models import (
     IngestJob,
     ToolCall,
 )
-from ingest.capture.tasks import resume_stalled_jobs, run_ingest_job
+from ingest.tasks import resume_stalled_jobs, run_ingest_job
 from tests.conftest import make_envelope_log
 from tests.helpers import wait_until
 from tests.ingest.capture.logs import (
@@ -175,7 +175,7 @@ def test_upload_and_api_jobs_run_on_a_real_worker(
 
 def test_the_periodic_task_scans_enabled_folders_only(watched, team, eager_celery):
     from config.celery import app
-    from ingest.capture.tasks import scan_watched_folders
+    from ingest.tasks import scan_watched_folders
 
     assert app.conf.beat_schedule["scan-watched-folders"]["task"] == "ingest.tasks.scan_watched_folders"
     with open(os.path.join(watched.path, "a.jsonl"), "wb") as f:

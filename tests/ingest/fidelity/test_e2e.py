@@ -22,13 +22,13 @@ from dashboard.alerts.models import Alert, Level, Measure, Threshold
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob, ToolCall
 from ingest.fidelity import references
-from ingest.fidelity.models import FidelityDaily
-from ingest.fidelity.rollups import JUDGED
+from ingest.fidelity.models import JUDGED, FidelityDaily
 from ingest.fidelity.selectors import totals as rollup_totals
 from mcptax import textdiff
 from mcptax import verdict_rules as fidelity
 from tests.conftest import ROOT
 from tests.helpers import compact, sha
+from tests.ingest.fidelity.agent_table import agent_table
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -267,7 +267,7 @@ def assert_rollups(team) -> None:
     assert totals["tokens"] == sum(a.tokens for a in arguments) > 0
     adoption = rollup_totals.reference_adoption(team)
     assert adoption["reference_calls"] == 1 and adoption["calls"] == 9
-    agent_row = next(iter(rollup_totals.agent_table(team).values()))
+    agent_row = next(iter(agent_table(team).values()))
     judged = sum(n for v, n in expected.items() if v in JUDGED)
     assert agent_row["exact_rate"] == round(100 * expected[fidelity.EXACT] / judged, 2)
 

@@ -17,6 +17,7 @@ from ingest.fidelity.selectors import totals
 from ingest.fidelity.selectors.agents import exact_rate_series
 from ingest.fidelity.selectors.common import days_ago
 from tests.dashboard.alerts.factories import fetch_example
+from tests.ingest.fidelity.agent_table import agent_table
 from tests.ingest.fidelity.traffic import paste_log
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(240)]
@@ -49,7 +50,7 @@ def test_page_reads_are_a_constant_number_of_queries(team, tmp_path):
 
     def reads() -> int:
         with CaptureQueriesContext(connection) as queries:
-            totals.agent_table(team)
+            agent_table(team)
             exact_rate_series(team)
             for by in ("verdict", "tool", "size"):
                 totals.breakdown(team, by, agent=agent)

@@ -23,7 +23,7 @@ from dashboard.alerts.notify.models import (
     Notification,
 )
 from dashboard.alerts.notify.webhook import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
-from dashboard.alerts.tasks import sweep_notifications
+from dashboard.tasks import sweep_notifications
 from tests.dashboard.alerts.factories import (
     Receiver,
     deliveries_for,
@@ -34,7 +34,7 @@ from tests.helpers import wait_until
 
 
 def test_transient_failures_are_retried_and_the_alert_arrives_once(team, eager_celery, settings):
-    from dashboard.alerts.tasks import deliver_notification
+    from dashboard.tasks import deliver_notification
 
     settings.NOTIFY_RETRY_BASE_SECONDS = 0.01
     with Receiver([500, 500, 200]) as hook:
@@ -205,7 +205,7 @@ def test_channel_min_level_and_resolution_preferences(team):
 def test_real_worker_delivers_once_even_when_the_task_is_sent_twice(
     postgres_and_redis, celery_worker_process, team
 ):
-    from dashboard.alerts.tasks import deliver_notification
+    from dashboard.tasks import deliver_notification
 
     with Receiver() as hook:
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})

@@ -1,4 +1,4 @@
-"""The batch writer (ingest.capture.pipeline.bulkwrite and its use by calls.CallStore): COPY on
+"""The batch writer (ingest.bulkwrite and its use by calls.CallStore): COPY on
 PostgreSQL and bulk INSERTs elsewhere store the same rows; a content is stored once per sha256;
 a conflict during a COPY loses nothing; agents' and sessions' spans cover their calls."""
 
@@ -10,9 +10,9 @@ import pytest
 from django.db import connection
 
 from dashboard.teams.models import Team
+from ingest import bulkwrite
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, BulkArgument, BulkContent, CaptureSession, LineRecord, ToolCall
-from ingest.capture.pipeline import bulkwrite
 from ingest.capture.signals import calls_storing
 from ingest.fidelity.models import FidelityDaily
 from tests.helpers import sha

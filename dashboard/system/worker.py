@@ -1,7 +1,6 @@
-"""Celery tasks of the system sub-package: the worker heartbeat the overview's banner reads.
-
-The task name keeps its original `dashboard.tasks.*` spelling: beat's schedule in config/celery.py
-refers to it by name.
+"""The worker's own reports: its heartbeat (the overview's "no worker" banner reads it) and the
+outages its tasks ran into. Receivers of Celery's worker signals, connected in
+`DashboardConfig.ready` (extension points of Celery's, listed in docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -12,7 +11,7 @@ import threading
 import time
 from typing import Any
 
-from celery import shared_task
+from celery import current_app
 from django.db import connection
 
 from dashboard.system import outages
@@ -34,7 +33,7 @@ def announce_worker(sender: Any = None, **kwargs: Any) -> None:
     queue still reports, and the page can name a queue that nobody consumes.
     """
     hostname = getattr(sender, "hostname", None) or socket.gethostname()
-    app = getattr(sender, "app", None) or worker_heartbeat.app
+    app = getattr(sender, "app", None) or current_app
     queues = consumed_queues(app)
 
     def beat_forever() -> None:
@@ -64,11 +63,3 @@ def on_task_trouble(sender: Any = None, **kwargs: Any) -> None:
         outages.record_exception(exc, f"task {name or 'unknown'}")
     except Exception:
         logger.exception("could not record the outage a task ran into")
-
-
-@shared_task(name="dashboard.tasks.worker_heartbeat", ignore_result=True, bind=True)
-def worker_heartbeat(self: Any, hostname: str | None = None) -> str:
-    # Kept for messages already queued by an older beat; workers now report by themselves.
-    name = hostname or socket.gethostname()
-    WorkerHeartbeat.beat(name, consumed_queues(self.app))
-    return name
