@@ -300,6 +300,8 @@ INGEST_MAX_LINE_BYTES = env_int("INGEST_MAX_LINE_BYTES", 16 * 1024 * 1024)
 # head there and the whole line as a file (default_storage, named by its sha256).
 INGEST_MAX_RAW_BYTES = env_int("INGEST_MAX_RAW_BYTES", 1024 * 1024)
 INGEST_API_RATE_PER_MINUTE = env_int("INGEST_API_RATE_PER_MINUTE", 120)
+# `POST /api/v1/ingest?wait=true` waits at most this long for a worker to finish the batch (then 202).
+INGEST_API_WAIT_SECONDS = min(env_float("INGEST_API_WAIT_SECONDS", 5.0), 30.0)
 INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
 # A batch of an ingest is committed after this many calls, lines or argument bytes, whichever first.
 INGEST_BATCH_CALLS = env_int("INGEST_BATCH_CALLS", 250)
@@ -309,6 +311,10 @@ INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
 INGEST_USE_COPY = env_bool("INGEST_USE_COPY", True)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
+# A job still queued this long after it was accepted is sent again by the stalled-job sweep (its
+# message may have died with Redis, or been spent while the database was down). A second message
+# for a job that is already running or done is refused by the job's lease, so it never runs twice.
+INGEST_QUEUED_RESEND_SECONDS = env_int("INGEST_QUEUED_RESEND_SECONDS", 60)
 # An envelope log larger than this is read in ranges of about this size, by as many workers as are free.
 INGEST_RANGE_BYTES = env_int("INGEST_RANGE_BYTES", 64 * 1024 * 1024)
 # A job that fails for a transient reason (the storage, the database, I/O) is tried again up to this
