@@ -285,6 +285,9 @@ GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 5 * 1024 * 1024)
 GATE_MAX_TOOLS = env_int("GATE_MAX_TOOLS", 2000)
 GATE_TIME_BUDGET_SECONDS = env_float("GATE_TIME_BUDGET_SECONDS", 10.0)
 GATE_RATE_PER_MINUTE = env_int("GATE_RATE_PER_MINUTE", 30)
+# Seconds of checking (reading, parsing, tokenizing, findings) one token may use per minute: a
+# 2,000-tool, 5 MB check costs seconds of a web worker, so many in-limit requests must not add up.
+GATE_WORK_SECONDS_PER_MINUTE = env_float("GATE_WORK_SECONDS_PER_MINUTE", 10.0)
 # Beat's dispatcher tick (seconds): each tick sends the polls falling due before the next one,
 # each with its exact ETA, so a poll starts on time, not up to a tick late.
 POLL_DISPATCH_EVERY = 15.0

@@ -13,12 +13,9 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
 from datetime import datetime
-from typing import cast
 
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIRequest
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -27,7 +24,7 @@ from ninja import Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from dashboard.teams import ratelimit
-from dashboard.teams.api import declared_length
+from dashboard.teams.api import body_reader, declared_length, is_chunked
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
@@ -129,23 +126,6 @@ def _is_gzip(request: HttpRequest) -> bool:
     return "gzip" in encoding or content_type in ("application/gzip", "application/x-gzip")
 
 
-def _is_chunked(request: HttpRequest) -> bool:
-    return "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-
-
-def _body_stream(request: HttpRequest) -> Callable[[int], bytes]:
-    """What reads the body: Django's request, or for a chunked body without Content-Length the
-    server's own input (gunicorn de-chunks it; Django would see a body of length 0)."""
-    if (
-        isinstance(request, WSGIRequest)
-        and _is_chunked(request)
-        and not request.headers.get("Content-Length")
-    ):
-        stream = request.environ["wsgi.input"]
-        return cast(Callable[[int], bytes], stream.read)
-    return request.read
-
-
 def _spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
     """Stream the request body (gunzipped when it is gzip) into ``upload``.
 
@@ -154,7 +134,7 @@ def _spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
     """
     gunzip: Gunzip | None = None
     received = 0
-    read = _body_stream(request)
+    read = body_reader(request)
     while chunk := read(READ_CHUNK):
         received += len(chunk)
         if received > limit:
@@ -232,7 +212,7 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
         return _error(exc.status, exc.reason, Retry_After=str(SPOOL_RETRY_AFTER))
     if upload.written == 0:
         upload.discard()
-        if _is_chunked(request):
+        if is_chunked(request):
             return _error(
                 411,
                 "No body arrived with this chunked request: it was empty, or this web server does not "
