@@ -199,3 +199,15 @@ def test_the_members_page_shows_each_role_what_it_may_do(crew, team):
         'aria-label="Role of member-user"' in admin_page
         and 'aria-label="Role of member-user"' not in pages["member"]
     )
+
+
+@pytest.mark.parametrize("page", ["token", "invite"])
+def test_pages_that_show_a_new_secret_are_never_cached(alice_client, team, page):
+    if page == "token":
+        response = alice_client.post(reverse("create_api_token", args=[team.slug]), {"name": "ci"})
+        assert "mcpt_" in response.content.decode()
+    else:
+        response = alice_client.post(reverse("invite_create", args=[team.slug]), {"role": "member"})
+        assert "/invite/" in response.content.decode()
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]
