@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import outbound
@@ -109,6 +109,8 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
             if server.transport == Transport.STDIO:
                 message += interpreter_hint(server.command)
         except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
+            if isinstance(exc, IntegrityError) and _deleted(server):
+                raise
             # Ours, not the server's: `crashed` is kept for a server process that died.
             log.exception("poll of %s failed in the dashboard", server.name)
             outcome, message = PollOutcome.INTERNAL_ERROR, _describe(exc)
@@ -124,6 +126,15 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
             trigger=trigger,
         )
         _release(server, run)
+    except IntegrityError:
+        if not _deleted(server):
+            raise
+        # Deleted while its poll ran: nothing of the poll has a server to belong to any more.
+        log.info("server %s was deleted during its poll; its result is dropped", server.name)
+        message = "the server was deleted during its poll"
+        return PollSummary(
+            server.name, "deleted", message, int((time.monotonic() - t0) * 1000), False, None, True
+        )
     finally:
         if run is None:
             # The PollRun could not be written (the database went away mid-poll, or a bug): give the
@@ -132,6 +143,10 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
     if changed and snapshot is not None:
         _after_new_snapshot(snapshot)
     return PollSummary(server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None)
+
+
+def _deleted(server: McpServer) -> bool:
+    return not McpServer.objects.filter(pk=server.pk).exists()
 
 
 def _release_after_failure(server: McpServer, started: datetime) -> None:
