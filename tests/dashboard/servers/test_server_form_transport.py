@@ -28,18 +28,9 @@ def test_fields_are_marked_with_their_transports(alice_client, team):
 
 
 def _form(name: str, **extra: str) -> dict[str, str]:
-    return {
-        "name": name,
-        "transport": "http",
-        "url": "http://127.0.0.1:9/mcp",
-        "cwd": "",
-        "poll_interval_seconds": "3600",
-        "enabled": "on",
-        "command_line": "",
-        "env_text": "",
-        "headers_text": "",
-        **extra,
-    }
+    from tests.dashboard.teams.test_permissions import server_form
+
+    return server_form(None, name, **extra)
 
 
 def test_a_transport_change_drops_the_environment_and_headers_a_member_planted(
