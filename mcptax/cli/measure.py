@@ -104,12 +104,50 @@ def target_for(spec: ServerSpec, env: dict[str, str], workspace: Path | None) ->
     )
 
 
-def _rows(specs: list[ServerSpec], env: dict[str, str], workspace: Path | None) -> list[ServerRow]:
+@dataclass(frozen=True)
+class Trust:
+    """Whether a config's servers may run here. A config from a repository (a pull request's
+    `.mcp.json`, a freshly cloned project) is not the user's: starting its stdio servers runs its
+    commands, and filling `${VAR}` in its URLs and headers sends this machine's secrets to its
+    hosts. ``everything``: `--trust`; ``commands``: commands the user listed as safe to run."""
+
+    everything: bool = False
+    commands: frozenset[str] = frozenset()
+
+    def refusal(self, spec: ServerSpec) -> str | None:
+        """Why the untrusted config's server is not started (what it would run), or None."""
+        if self.everything:
+            return None
+        if spec.transport == "stdio":
+            if spec.command in self.commands or Path(spec.command).name in self.commands:
+                return None
+            would = shlex.join([spec.command, *spec.args])
+            return (
+                f"not started: it would run `{would}` from a config that is not yours; "
+                "pass --trust, or list the command in --trust-commands"
+            )
+        fields = [spec.url, *spec.headers.values()]
+        if any("${" in value for value in fields):
+            return (
+                "not contacted: it would send values of your environment (${...} in its URL or "
+                "headers) to a host a config that is not yours names; pass --trust"
+            )
+        return None
+
+
+TRUSTED = Trust(everything=True)
+
+
+def _rows(
+    specs: list[ServerSpec], env: dict[str, str], workspace: Path | None, trust: Trust = TRUSTED
+) -> list[ServerRow]:
     rows = []
     for spec in specs:
         row = ServerRow(spec.name, spec.transport)
         if spec.disabled:
             row.status, row.reason = DISABLED, "disabled in the config; not started"
+        elif refused := trust.refusal(spec):
+            row.status, row.reason = NOT_MEASURABLE, refused
         else:
             try:
                 row.target = target_for(spec, env, workspace)
@@ -119,7 +157,9 @@ def _rows(specs: list[ServerSpec], env: dict[str, str], workspace: Path | None) 
     return rows
 
 
-def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool = False) -> list[StackRow]:
+def stacks_from_file(
+    path: Path, client: str | None = None, *, skip_empty: bool = False, trust: Trust = TRUSTED
+) -> list[StackRow]:
     """The stacks of a config file; an unreadable file is one stack carrying the error."""
     source = str(path)
     try:
@@ -137,7 +177,7 @@ def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool 
             continue
         workspace = Path(stack.scope) if stack.scope else project_dir(path.resolve())
         name = f"project {stack.scope}" if stack.scope else source
-        stacks.append(StackRow(source, client, name, _rows(stack.servers, env, workspace)))
+        stacks.append(StackRow(source, client, name, _rows(stack.servers, env, workspace, trust)))
     return stacks
 
 
