@@ -129,12 +129,7 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
     except IntegrityError:
         if not _deleted(server):
             raise
-        # Deleted while its poll ran: nothing of the poll has a server to belong to any more.
-        log.info("server %s was deleted during its poll; its result is dropped", server.name)
-        message = "the server was deleted during its poll"
-        return PollSummary(
-            server.name, "deleted", message, int((time.monotonic() - t0) * 1000), False, None, True
-        )
+        return _deleted_during_poll(server, t0)
     finally:
         if run is None:
             # The PollRun could not be written (the database went away mid-poll, or a bug): give the
@@ -143,6 +138,15 @@ def poll_server(server_id: int, *, trigger: str = "schedule", lease: str = "") -
     if changed and snapshot is not None:
         _after_new_snapshot(snapshot)
     return PollSummary(server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None)
+
+
+def _deleted_during_poll(server: McpServer, t0: float) -> PollSummary:
+    # Nothing of the poll has a server to belong to any more: drop it, quietly.
+    log.info("server %s was deleted during its poll; its result is dropped", server.name)
+    message = "the server was deleted during its poll"
+    return PollSummary(
+        server.name, "deleted", message, int((time.monotonic() - t0) * 1000), False, None, True
+    )
 
 
 def _deleted(server: McpServer) -> bool:

@@ -246,12 +246,16 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
     except BaseException:
         upload.discard()  # no job owns the file: it must not outlive the request
         raise
+    return _queue_and_answer(job, params.wait)
+
+
+def _queue_and_answer(job: IngestJob, wait: bool) -> Status[IngestJob]:
     # Saved either way: with the broker down the answer still says 202, and when it runs. The
     # ingest itself is a worker's: run here, a large batch would hold this web worker for a minute.
     if enqueue_job(job).ok is False:
         job.note = queued_for_sweep_message()  # type: ignore[attr-defined]  # read by IngestJobOut
         return Status(202, job)
-    if params.wait and _wait_for(job, settings.INGEST_API_WAIT_SECONDS):
+    if wait and _wait_for(job, settings.INGEST_API_WAIT_SECONDS):
         return Status(200, job)
     return Status(202, job)
 

@@ -123,25 +123,34 @@ class Command(BaseCommand):
             f"  Database: {settings.DATABASES['default']['ENGINE'].rsplit('.', 1)[-1]}, broker: {broker}\n"
         )
 
-        restarts = WorkerRestarts()
         try:
-            while True:
-                for index, (name, proc) in enumerate(procs):
-                    if proc.poll() is None:
-                        continue
-                    if name != "worker":
-                        self.stderr.write(f"{name} exited with status {proc.returncode}; stopping the rest.")
-                        return
-                    # A worker can die of a broker fault; the queue must not stay unserved.
-                    stop_process_groups([proc], term_grace=1.0)  # whatever it left running
-                    delay = restarts.next_delay()
-                    self.stderr.write(
-                        f"worker exited with status {proc.returncode}; starting it again in {delay:.0f} s."
-                    )
-                    time.sleep(delay)
-                    procs[index] = (name, subprocess.Popen(commands[name], **popen_options))
-                time.sleep(0.5)
+            self._supervise(procs, commands, popen_options)
         except KeyboardInterrupt:
             self.stdout.write("\nStopping…")
         finally:
             stop_process_groups([proc for _, proc in procs], term_grace=STOP_GRACE_SECONDS)
+
+    def _supervise(
+        self,
+        procs: list[tuple[str, subprocess.Popen[bytes]]],
+        commands: dict[str, list[str]],
+        popen_options: dict[str, Any],
+    ) -> None:
+        """Watch the children until one that cannot be replaced exits: a worker is started again
+        (it can die of a broker fault; its queues must not stay unserved), the web server is not."""
+        restarts = WorkerRestarts()
+        while True:
+            for index, (name, proc) in enumerate(procs):
+                if proc.poll() is None:
+                    continue
+                if name != "worker":
+                    self.stderr.write(f"{name} exited with status {proc.returncode}; stopping the rest.")
+                    return
+                stop_process_groups([proc], term_grace=1.0)  # whatever it left running
+                delay = restarts.next_delay()
+                self.stderr.write(
+                    f"worker exited with status {proc.returncode}; starting it again in {delay:.0f} s."
+                )
+                time.sleep(delay)
+                procs[index] = (name, subprocess.Popen(commands[name], **popen_options))
+            time.sleep(0.5)
