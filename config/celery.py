@@ -10,7 +10,10 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_process_shutdown, worker_shutdown, worker_shutting_down
 
+from config import brokerfix
 from mcptax.procgroup import kill_tracked_groups
+
+brokerfix.install()  # a Redis restart must not stop a worker (see config/brokerfix.py)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 

@@ -317,6 +317,9 @@ GATE_MAX_BYTES = env_int("GATE_MAX_BYTES", 5 * 1024 * 1024)
 GATE_MAX_TOOLS = env_int("GATE_MAX_TOOLS", 2000)
 GATE_TIME_BUDGET_SECONDS = env_float("GATE_TIME_BUDGET_SECONDS", 10.0)
 GATE_RATE_PER_MINUTE = env_int("GATE_RATE_PER_MINUTE", 30)
+# Seconds of checking (reading, parsing, tokenizing, findings) one token may use per minute: a
+# 2,000-tool, 5 MB check costs seconds of a web worker, so many in-limit requests must not add up.
+GATE_WORK_SECONDS_PER_MINUTE = env_float("GATE_WORK_SECONDS_PER_MINUTE", 10.0)
 INGEST_MAX_UPLOAD_BYTES = env_int("INGEST_MAX_UPLOAD_BYTES", 1024 * 1024 * 1024)
 # The one limit on decompressed bytes: a gzip input (web upload, manage.py ingest, any file the
 # pipeline opens) that unpacks past it is refused before anything is stored. INGEST_API_MAX_BYTES,
@@ -334,6 +337,8 @@ INGEST_API_RATE_PER_MINUTE = env_int("INGEST_API_RATE_PER_MINUTE", 120)
 # a team exports with the team's token, by default every 5 s: 600 a minute is 50 agents.
 OTEL_MAX_BYTES = env_int("OTEL_MAX_BYTES", 8 * 1024 * 1024)
 OTEL_RATE_PER_MINUTE = env_int("OTEL_RATE_PER_MINUTE", 600)
+# `POST /api/v1/ingest?wait=true` waits at most this long for a worker to finish the batch (then 202).
+INGEST_API_WAIT_SECONDS = min(env_float("INGEST_API_WAIT_SECONDS", 5.0), 30.0)
 INGEST_WATCH_DIRS = env_list("INGEST_WATCH_DIRS", [])
 # A batch of an ingest is committed after this many calls, lines or argument bytes, whichever first.
 INGEST_BATCH_CALLS = env_int("INGEST_BATCH_CALLS", 250)
@@ -343,6 +348,10 @@ INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
 INGEST_USE_COPY = env_bool("INGEST_USE_COPY", True)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
+# A job still queued this long after it was accepted is sent again by the stalled-job sweep (its
+# message may have died with Redis, or been spent while the database was down). A second message
+# for a job that is already running or done is refused by the job's lease, so it never runs twice.
+INGEST_QUEUED_RESEND_SECONDS = env_int("INGEST_QUEUED_RESEND_SECONDS", 60)
 # An envelope log larger than this is read in ranges of about this size, by as many workers as are free.
 INGEST_RANGE_BYTES = env_int("INGEST_RANGE_BYTES", 64 * 1024 * 1024)
 # A job that fails for a transient reason (the storage, the database, I/O) is tried again up to this

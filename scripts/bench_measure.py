@@ -212,7 +212,15 @@ def main() -> int:
     # Bytecode is written as an installed package would have it (the first run warms it).
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env |= {"PYTHONPATH": str(ROOT), "TIKTOKEN_CACHE_DIR": str(tiktoken_cache())}
-    ours_argv = [sys.executable, "-m", "mcptax", "measure", str(config), "--json"]
+    ours_argv = [
+        sys.executable,
+        "-m",
+        "mcptax",
+        "measure",
+        str(config),
+        "--json",
+        "--trust",
+    ]  # its own config
     docs: dict[str, dict] = {}
 
     def run_json(name: str, argv: list[str]) -> None:

@@ -383,3 +383,61 @@ def chromium_executable() -> str:
     if not os.path.exists(executable):
         need_service("Debian's chromium is not installed")
     return executable
+
+
+@pytest.fixture
+def gunicorn_url(transactional_db):
+    """The project's WSGI app behind gunicorn's own HTTP parser and WSGI environ (what the web
+    process runs in production), served from a thread on 127.0.0.1; yields the base URL.
+
+    gunicorn de-chunks a ``Transfer-Encoding: chunked`` body and passes no CONTENT_LENGTH, which
+    Django's test client and development server cannot reproduce.
+    """
+    import socket
+    import threading
+
+    from django.core.handlers.wsgi import WSGIHandler
+    from django.db import connections
+    from gunicorn import http as gunicorn_http
+    from gunicorn.config import Config
+    from gunicorn.http import wsgi as gunicorn_wsgi
+
+    app, cfg = WSGIHandler(), Config()
+    listener = socket.create_server(("127.0.0.1", 0))
+    connection = connections["default"]
+    shared = connection.vendor == "sqlite" and connection.is_in_memory_db()
+    if shared:  # the thread must see the test's in-memory database, as live_server does
+        connection.inc_thread_sharing()
+
+    stop = threading.Event()
+    listener.settimeout(0.2)  # so the loop sees `stop`; a closed socket does not wake accept()
+
+    def serve() -> None:
+        if shared:
+            connections["default"] = connection
+        while not stop.is_set():
+            try:
+                client, addr = listener.accept()
+            except TimeoutError:
+                continue
+            client.settimeout(60)
+            with client:
+                req = next(gunicorn_http.get_parser(cfg, client, addr))
+                resp, environ = gunicorn_wsgi.create(req, client, addr, listener.getsockname(), cfg)
+                resp.force_close()
+                result = app(environ, resp.start_response)
+                for item in result:
+                    resp.write(item)
+                resp.close()
+                result.close()
+        if not shared:  # this thread's own connection, or the test database stays in use
+            connections.close_all()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield "127.0.0.1", listener.getsockname()[1]
+    stop.set()
+    thread.join(timeout=10)
+    listener.close()
+    if shared:
+        connection.dec_thread_sharing()

@@ -260,3 +260,27 @@ def manage_shell(env: dict[str, str], code: str) -> str:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str) -> Any:
+    """A real filesystem of ``size`` (tmpfs, e.g. "1m") mounted at ``path`` for the block: writing
+    past it fails with ENOSPC, as a full disk does. Needs root (or CAP_SYS_ADMIN); without, the
+    test skips (fails with CI=true)."""
+    path.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        need(f"cannot mount a small tmpfs to fill ({mounted.stderr.strip() or 'mount failed'})")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False, capture_output=True)
+
+
+def grow_filesystem(path: Path, size: str) -> None:
+    """Give the small filesystem at ``path`` room again (the operator freed space)."""
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(path)], check=True, capture_output=True)

@@ -123,3 +123,14 @@ def test_every_app_service_keeps_job_files_in_the_minio_bucket_the_stack_creates
     bucket = services["web"]["environment"]["INGEST_S3_BUCKET"]
     assert f"local/{bucket}" in " ".join(services["minio-bucket"]["command"])
     assert "miniodata:/data" in services["minio"]["volumes"]
+
+
+def test_every_long_running_service_restarts_by_itself():
+    """A worker that exits on a broker fault (a Redis restart) must come back without a person:
+    every service that runs for good has a restart policy; one-shot jobs run once."""
+    services = _compose()["services"]
+    one_shot = {"migrate", "minio-bucket"}
+    for name, service in services.items():
+        expected = "no" if name in one_shot else "unless-stopped"
+        assert service.get("restart") == expected, (name, service.get("restart"))
+    assert {"web", "worker-poll", "worker-ingest", "worker-notify", "beat", "db", "redis"} <= set(services)

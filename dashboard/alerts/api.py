@@ -7,6 +7,7 @@ parsed: a CI job cannot tie up a web worker with a huge list.
 
 from __future__ import annotations
 
+import time
 from typing import Annotated, Any
 
 import pydantic
@@ -19,7 +20,7 @@ from ninja.errors import ValidationError
 from dashboard.alerts import gate
 from dashboard.servers.models import McpServer
 from dashboard.teams import ratelimit
-from dashboard.teams.api import TeamApiRequest, declared_length
+from dashboard.teams.api import TeamApiRequest, declared_length, read_body
 from dashboard.teams.validators import check_name
 
 router = Router(tags=["CI gate"])
@@ -80,8 +81,8 @@ def _read_payload(request: TeamApiRequest) -> CheckIn | JsonResponse:
     )
     if declared_length(request) > limit:
         return _too_large(over)
-    body = request.body
-    if len(body) > limit:
+    body = read_body(request, limit)  # chunked too, as the ingest API reads it
+    if body is None:
         return _too_large(over)
     try:
         return CheckIn.model_validate_json(body or b"{}")
@@ -98,8 +99,9 @@ def _read_payload(request: TeamApiRequest) -> CheckIn | JsonResponse:
     "/check",
     response={200: CheckOut, 404: ErrorOut, 413: ErrorOut, 422: ErrorOut, 429: ErrorOut},
     summary="CI gate: judge a candidate tools/list against the server's latest snapshot and budgets",
-    description="Limits: GATE_MAX_BYTES per body and GATE_MAX_TOOLS tools (413), "
-    "GATE_RATE_PER_MINUTE requests per token (429 with Retry-After). Findings that take longer than "
+    description="Limits: GATE_MAX_BYTES per body (with a Content-Length or chunked) and GATE_MAX_TOOLS "
+    "tools (413), GATE_RATE_PER_MINUTE requests and GATE_WORK_SECONDS_PER_MINUTE seconds of checking "
+    "per token (429 with Retry-After). Findings that take longer than "
     "GATE_TIME_BUDGET_SECONDS are given up: the answer keeps the figures and verdict, with status "
     "`error` and the reason in `errors`.",
     openapi_extra={
@@ -114,6 +116,27 @@ def check(request: TeamApiRequest) -> tuple[int, dict[str, Any]] | JsonResponse:
     wait = ratelimit.retry_after("check", request.api_token.key_id, rate)
     if wait is not None:
         return ratelimit.too_many_requests("check", rate, wait, "GATE_RATE_PER_MINUTE")
+    budget = settings.GATE_WORK_SECONDS_PER_MINUTE
+    wait = ratelimit.work_retry_after("check", request.api_token.key_id, budget)
+    if wait is not None:
+        return _work_spent(budget, wait)
+    started = time.monotonic()
+    try:
+        return _check(request)
+    finally:
+        # Every check counts, refused or not: reading and parsing the body is work too.
+        ratelimit.charge_work("check", request.api_token.key_id, time.monotonic() - started)
+
+
+def _work_spent(budget: float, wait: int) -> JsonResponse:
+    detail = (
+        f"This token used its {budget:g} s of gate work for this minute (GATE_WORK_SECONDS_PER_MINUTE); "
+        f"retry in {wait} s. Large tool lists cost more."
+    )
+    return ratelimit.too_many_requests("check", 0, wait, "GATE_WORK_SECONDS_PER_MINUTE", detail)
+
+
+def _check(request: TeamApiRequest) -> tuple[int, dict[str, Any]] | JsonResponse:
     payload = _read_payload(request)
     if isinstance(payload, JsonResponse):
         return payload

@@ -59,6 +59,7 @@ class ServerForm(forms.ModelForm[McpServer]):
         super().__init__(*args, **kwargs)
         self.team = team
         self.allow_stdio = allow_stdio
+        self.saved_transport = self.instance.transport if self.instance.pk else None
         if self.instance.pk:
             self.fields["command_line"].initial = shlex.join(
                 [self.instance.command, *self.instance.args]
@@ -111,6 +112,7 @@ class ServerForm(forms.ModelForm[McpServer]):
             elif problem := outbound.url_problem(data["url"]):
                 self.add_error("url", problem)
             self.instance.command, self.instance.args = "", []
+        self._drop_other_transports_secrets(transport)
         try:
             if data.get("env_text"):
                 self.instance.env = _parse_pairs(data["env_text"], "=", "environment")
@@ -119,6 +121,19 @@ class ServerForm(forms.ModelForm[McpServer]):
         except forms.ValidationError as exc:
             raise forms.ValidationError(exc.messages) from None
         return data
+
+    def _drop_other_transports_secrets(self, transport: str | None) -> None:
+        """Environment belongs to stdio, headers to HTTP/SSE; neither survives a change of transport.
+
+        A member may save an HTTP server with an environment (``BASH_ENV=...``) it never uses; an
+        admin who turns it into stdio would run that environment unseen. So a change keeps only
+        what the person making it enters now (the boxes below), nothing stored before."""
+        if transport is None:
+            return
+        if transport == Transport.STDIO or transport != self.saved_transport:
+            self.instance.headers = {}
+        if transport != Transport.STDIO or transport != self.saved_transport:
+            self.instance.env = {}
 
     def save(self, commit: bool = True) -> McpServer:
         self.instance.team = self.team

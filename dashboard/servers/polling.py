@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from dashboard import outbound
@@ -123,6 +123,8 @@ def poll_and_record(
             if server.transport == Transport.STDIO:
                 message += interpreter_hint(server.command)
         except Exception as exc:  # a bug or an unforeseen failure must not stop the worker or the lock
+            if isinstance(exc, IntegrityError) and _deleted(server):
+                raise
             # Ours, not the server's: `crashed` is kept for a server process that died.
             log.exception("poll of %s failed in the dashboard", server.name)
             outcome, message = PollOutcome.INTERNAL_ERROR, _describe(exc)
@@ -138,6 +140,10 @@ def poll_and_record(
             trigger=trigger,
         )
         _release(server, run)
+    except IntegrityError:
+        if not _deleted(server):
+            raise
+        return _deleted_during_poll(server, t0), None
     finally:
         if run is None:
             # The PollRun could not be written (the database went away mid-poll, or a bug): give the
@@ -147,6 +153,19 @@ def poll_and_record(
         server.name, outcome, message, duration_ms, changed, snapshot.pk if snapshot else None
     )
     return summary, (snapshot if changed else None)
+
+
+def _deleted_during_poll(server: McpServer, t0: float) -> PollSummary:
+    # Nothing of the poll has a server to belong to any more: drop it, quietly.
+    log.info("server %s was deleted during its poll; its result is dropped", server.name)
+    message = "the server was deleted during its poll"
+    return PollSummary(
+        server.name, "deleted", message, int((time.monotonic() - t0) * 1000), False, None, True
+    )
+
+
+def _deleted(server: McpServer) -> bool:
+    return not McpServer.objects.filter(pk=server.pk).exists()
 
 
 def _release_after_failure(server: McpServer, started: datetime) -> None:

@@ -51,6 +51,19 @@ def announce_worker(sender: Any = None, **kwargs: Any) -> None:
     threading.Thread(target=beat_forever, name="mcp-tax-heartbeat", daemon=True).start()
 
 
+def retire_worker(sender: Any = None, **kwargs: Any) -> None:
+    """Receiver of Celery's `worker_shutdown`: however the worker ends (a stop, or a fault such as
+    "Unrecoverable error"), its heartbeat goes now, so the health page flags its queues at once
+    instead of two minutes later. Never raises: the worker is on its way out."""
+    hostname = getattr(sender, "hostname", None) or socket.gethostname()
+    try:
+        WorkerHeartbeat.objects.filter(hostname=hostname).delete()
+    except Exception:
+        logger.warning("could not remove the heartbeat of %s", hostname, exc_info=True)
+    finally:
+        connection.close()
+
+
 def on_task_trouble(sender: Any = None, **kwargs: Any) -> None:
     """Receiver of Celery's `task_failure` and `task_retry`: a task that failed (or retries) because
     the database or the broker is down is recorded as that outage, so the health page shows what

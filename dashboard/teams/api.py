@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
+from django.core.handlers.wsgi import WSGIRequest
 from django.http import HttpRequest
 from ninja import Router, Schema
 from ninja.security import HttpBearer
@@ -25,6 +27,32 @@ def declared_length(request: HttpRequest) -> int:
         return int(request.headers.get("Content-Length") or 0)
     except ValueError:
         return 0
+
+
+def is_chunked(request: HttpRequest) -> bool:
+    return "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+
+
+def body_reader(request: HttpRequest) -> Callable[[int], bytes]:
+    """What reads the body: Django's request, or for a chunked body without Content-Length the
+    server's own input (gunicorn de-chunks it; Django would see a body of length 0)."""
+    if isinstance(request, WSGIRequest) and is_chunked(request) and not request.headers.get("Content-Length"):
+        stream = request.environ["wsgi.input"]
+        return cast(Callable[[int], bytes], stream.read)
+    return request.read
+
+
+def read_body(request: HttpRequest, limit: int, chunk: int = 256 * 1024) -> bytes | None:
+    """The whole body (chunked or not), or None as soon as it is over ``limit`` bytes."""
+    read = body_reader(request)
+    parts: list[bytes] = []
+    size = 0
+    while part := read(chunk):
+        size += len(part)
+        if size > limit:
+            return None
+        parts.append(part)
+    return b"".join(parts)
 
 
 class TeamTokenAuth(HttpBearer):

@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
@@ -23,6 +24,7 @@ from dashboard.teams.services import TeamError
 SIGNUP_BACKEND = "django.contrib.auth.backends.ModelBackend"
 
 
+@never_cache  # the page shows a secret once: no cache may keep it
 @login_required
 @require_POST
 def invite_create(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:

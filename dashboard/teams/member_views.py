@@ -32,7 +32,7 @@ def team_create(request: HtmxHttpRequest) -> HttpResponse:
     error = ""
     if request.method == "POST" and form.is_valid():
         try:
-            team = services.create_team(form.cleaned_data["name"], _user(request))
+            team = services.create_team(form.cleaned_data["name"], _user(request), private=True)
         except services.TeamError as exc:
             error = str(exc)
         else:

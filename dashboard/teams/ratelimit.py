@@ -36,11 +36,38 @@ def retry_after(scope: str, token_key: str, limit: int) -> int | None:
     return max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
 
 
-def too_many_requests(scope: str, limit: int, wait: int, setting: str) -> JsonResponse:
-    """The 429 answer, with Retry-After and the setting that sets the limit."""
+def _window_key(scope: str, token_key: str, now: float) -> tuple[str, int]:
+    window = int(now // WINDOW_SECONDS)
+    return f"{scope}-api-work:{token_key}:{window}", max(1, int((window + 1) * WINDOW_SECONDS - now) + 1)
+
+
+def work_retry_after(scope: str, token_key: str, budget: float) -> int | None:
+    """Seconds to wait when this token spent ``budget`` seconds of `scope`'s work in the current
+    minute (``charge_work``), else None. A budget of 0 or less turns the bound off."""
+    if budget <= 0:
+        return None
+    key, wait = _window_key(scope, token_key, time.time())
+    spent_ms = cache.get(key) or 0
+    return wait if spent_ms >= budget * 1000 else None
+
+
+def charge_work(scope: str, token_key: str, seconds: float) -> None:
+    """Add ``seconds`` of work to this token's count for the current minute."""
+    key, _ = _window_key(scope, token_key, time.time())
+    cache.add(key, 0, timeout=WINDOW_SECONDS + 5)
+    try:
+        cache.incr(key, max(1, round(seconds * 1000)))
+    except ValueError:  # expired between add and incr
+        cache.add(key, max(1, round(seconds * 1000)), timeout=WINDOW_SECONDS + 5)
+
+
+def too_many_requests(scope: str, limit: int, wait: int, setting: str, detail: str = "") -> JsonResponse:
+    """The 429 answer, with Retry-After and the setting that sets the limit (``detail`` replaces
+    the request-count wording)."""
     response = JsonResponse(
         {
-            "detail": f"Rate limit of {limit} {scope} requests per minute for this token reached "
+            "detail": detail
+            or f"Rate limit of {limit} {scope} requests per minute for this token reached "
             f"({setting}); retry in {wait} s."
         },
         status=429,

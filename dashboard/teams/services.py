@@ -10,6 +10,7 @@ Every change is logged on the `dashboard.teams` logger with who made it.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_slug
 from django.db import transaction
+from django.utils.text import slugify
 
 from dashboard.teams.models import Membership, Team
 from dashboard.teams.signals import team_created
@@ -38,9 +40,16 @@ def announce_team(team: Team) -> None:
     transaction.on_commit(lambda: team_created.send(sender=Team, team=team))
 
 
-def create_team(name: str, owner: User, slug: str = "", context_window: int | None = None) -> Team:
+def create_team(
+    name: str, owner: User, slug: str = "", context_window: int | None = None, *, private: bool = False
+) -> Team:
     """A new team with `owner` as its owner, announced with `team_created` (its default budgets).
-    Names are unique (ignoring case), and so are slugs."""
+
+    A name is unique (ignoring case) among the owner's own teams only: refusing a name another
+    team uses would tell anyone which team names exist. Slugs are unique; ``private`` (the web
+    form) gives the team a slug with a random tail, so neither the answer nor the new URL says
+    whether another team has the plain one.
+    """
     name = name.strip()
     if not name:
         raise TeamError("Give the team a name.")
@@ -48,8 +57,10 @@ def create_team(name: str, owner: User, slug: str = "", context_window: int | No
         raise TeamError(NAME_RULE)
     if len(name) > 100:
         raise TeamError("A team name has at most 100 characters.")
-    if Team.objects.filter(name__iexact=name).exists():
-        raise TeamError(f"A team named {name!r} already exists; pick another name.")
+    if Team.objects.filter(name__iexact=name, memberships__user=owner).exists():
+        raise TeamError(f"You already have a team named {name!r}; pick another name.")
+    if private and not slug:
+        slug = f"{slugify(name)[:80].strip('-') or 'team'}-{secrets.token_hex(3)}"
     if slug:
         try:
             validate_slug(slug)

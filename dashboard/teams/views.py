@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
@@ -48,6 +49,7 @@ def team_settings(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     return render(request, "teams/settings.html", ctx)
 
 
+@never_cache  # the page shows a secret once: no cache may keep it
 @login_required
 @require_POST
 def create_api_token(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:

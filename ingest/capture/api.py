@@ -3,19 +3,19 @@
 ``POST /api/v1/ingest`` is what the logging proxy's ``--push`` calls. The body (JSONL, or gzip of
 it) is spooled to a local file as it arrives, never held whole in memory, saved into the shared
 ingest storage (so a queued body runs on any worker's host), and then ingested like any other
-log, in the request by default so the caller gets the counts.
+log by a worker: the request stores and queues the batch, then answers (202), optionally after a
+short bounded wait for the counts (``?wait=true``), so one token's large pushes never hold the web
+workers.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 import uuid
-from collections.abc import Callable
 from datetime import datetime
-from typing import cast
 
 from django.conf import settings
-from django.core.handlers.wsgi import WSGIRequest
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest, JsonResponse
 from django.shortcuts import get_object_or_404
@@ -24,12 +24,12 @@ from ninja import Query, Router, Schema, Status
 from ninja.pagination import LimitOffsetPagination, paginate
 
 from dashboard.teams import ratelimit
-from dashboard.teams.api import declared_length
+from dashboard.teams.api import body_reader, declared_length, is_chunked
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture import pipeline
 from ingest.capture.models import Agent, IngestJob
 from ingest.capture.pipeline.limits import Gunzip, GzipError, InputTooLarge
-from ingest.capture.uploads import UploadTooLarge, UploadWriter
+from ingest.capture.uploads import SPOOL_RETRY_AFTER, SpoolFull, UploadTooLarge, UploadWriter
 from mcptax.formats import FORMATS
 
 router = Router(tags=["ingest"])
@@ -47,6 +47,7 @@ READ_CHUNK = 256 * 1024
 # Seconds a client is told to wait when the ingest storage cannot take a body (503).
 STORAGE_RETRY_AFTER = 30
 GZIP_MAGIC = b"\x1f\x8b"
+WAIT_POLL_SECONDS = 0.2
 
 
 class IngestJobOut(Schema):
@@ -86,7 +87,9 @@ class ErrorOut(Schema):
 class IngestParams(Schema):
     format: str = "auto"
     filename: str = ""
-    wait: bool = True
+    # The batch is always stored and queued before the answer; ``wait`` only waits (at most
+    # INGEST_API_WAIT_SECONDS) for a worker to finish it, so a web worker is never held for long.
+    wait: bool = False
 
 
 class AgentOut(Schema):
@@ -122,23 +125,6 @@ def _is_gzip(request: HttpRequest) -> bool:
     return "gzip" in encoding or content_type in ("application/gzip", "application/x-gzip")
 
 
-def _is_chunked(request: HttpRequest) -> bool:
-    return "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-
-
-def _body_stream(request: HttpRequest) -> Callable[[int], bytes]:
-    """What reads the body: Django's request, or for a chunked body without Content-Length the
-    server's own input (gunicorn de-chunks it; Django would see a body of length 0)."""
-    if (
-        isinstance(request, WSGIRequest)
-        and _is_chunked(request)
-        and not request.headers.get("Content-Length")
-    ):
-        stream = request.environ["wsgi.input"]
-        return cast(Callable[[int], bytes], stream.read)
-    return request.read
-
-
 def spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
     """Stream the request body (gunzipped when it is gzip) into ``upload``.
 
@@ -147,7 +133,7 @@ def spool_body(request: HttpRequest, upload: UploadWriter, limit: int) -> None:
     """
     gunzip: Gunzip | None = None
     received = 0
-    read = _body_stream(request)
+    read = body_reader(request)
     while chunk := read(READ_CHUNK):
         received += len(chunk)
         if received > limit:
@@ -188,17 +174,20 @@ def _too_large(limit: int) -> JsonResponse:
         413: ErrorOut,
         429: ErrorOut,
         503: ErrorOut,
+        507: ErrorOut,
     },
     summary="Ingest a batch of log lines (JSONL, or gzip of it)",
     description="The body is the log itself: envelope JSONL (the logging proxy's `--push`), a HAR, a "
     "Claude Code session or a Codex rollout, with a Content-Length or chunked (`Transfer-Encoding: "
     "chunked`, read up to the limit). Send it gzip-compressed with `Content-Encoding: gzip` or "
     "`Content-Type: application/gzip`. Limits: INGEST_API_MAX_BYTES per body (413) and "
-    "INGEST_API_RATE_PER_MINUTE requests per token (429 with Retry-After). By default the batch is "
-    "ingested before the response, which carries the counts; `?wait=false` queues it (202) and the "
-    "counts come from `GET /api/v1/ingest/{code}` (with the broker down the job is still saved: "
-    "202, and `note` says when the sweep starts it). With the cache (Redis) or the database down "
-    "the answer is 503 with Retry-After.",
+    "INGEST_API_RATE_PER_MINUTE requests per token (429 with Retry-After). The batch is stored and "
+    "queued for a worker, and the answer is 202 with the job; its counts come from "
+    "`GET /api/v1/ingest/{code}` (`url`). `?wait=true` waits up to INGEST_API_WAIT_SECONDS for the "
+    "worker to finish it: 200 with the counts if it did, else 202 as without. With the broker down "
+    "the job is still saved (202, and `note` says when the sweep starts it). With the cache "
+    "(Redis) or the database down the answer is 503 with Retry-After; with the server's upload "
+    "spool full, 507 with Retry-After and nothing kept.",
 )
 def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse | Status[IngestJob]:
     rate = settings.INGEST_API_RATE_PER_MINUTE
@@ -218,9 +207,11 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
         return _too_large(limit)
     except BadBody as exc:
         return _error(400, str(exc))
+    except SpoolFull as exc:  # the writer removed what it had written
+        return _error(exc.status, exc.reason, Retry_After=str(SPOOL_RETRY_AFTER))
     if upload.written == 0:
         upload.discard()
-        if _is_chunked(request):
+        if is_chunked(request):
             return _error(
                 411,
                 "No body arrived with this chunked request: it was empty, or this web server does not "
@@ -232,6 +223,8 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
     filename = params.filename.strip()[:200] or f"api {request.api_token.name}"
     try:
         stored = upload.store()
+    except SpoolFull as exc:
+        return _error(exc.status, exc.reason, Retry_After=str(SPOOL_RETRY_AFTER))
     except OSError:
         logger.exception("ingest API: the body could not be saved into the ingest storage")
         return _error(
@@ -252,14 +245,30 @@ def ingest(request: TokenRequest, params: Query[IngestParams]) -> JsonResponse |
     except BaseException:
         upload.discard()  # no job owns the file: it must not outlive the request
         raise
-    if not params.wait:
-        # Saved either way: with the broker down the answer still says 202, and when it runs.
-        if pipeline.enqueue_job(job).ok is False:
-            job.note = pipeline.queued_for_sweep_message()  # type: ignore[attr-defined]  # read by IngestJobOut
+    return _queue_and_answer(job, params.wait)
+
+
+def _queue_and_answer(job: IngestJob, wait: bool) -> Status[IngestJob]:
+    # Saved either way: with the broker down the answer still says 202, and when it runs. The
+    # ingest itself is a worker's: run here, a large batch would hold this web worker for a minute.
+    if pipeline.enqueue_job(job).ok is False:
+        job.note = pipeline.queued_for_sweep_message()  # type: ignore[attr-defined]  # read by IngestJobOut
         return Status(202, job)
-    pipeline.run_job(job.pk)
-    job.refresh_from_db()
-    return Status(200, job)
+    if wait and _wait_for(job, settings.INGEST_API_WAIT_SECONDS):
+        return Status(200, job)
+    return Status(202, job)
+
+
+def _wait_for(job: IngestJob, seconds: float) -> bool:
+    """Wait up to ``seconds`` for a worker to end ``job`` (reloaded in place); True if it ended."""
+    deadline = time.monotonic() + seconds
+    while True:
+        job.refresh_from_db()
+        if job.status in (IngestJob.Status.DONE, IngestJob.Status.FAILED):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(WAIT_POLL_SECONDS, max(0.0, deadline - time.monotonic())))
 
 
 @router.get(

@@ -15,8 +15,11 @@ before the first byte is read). Failures to reach the store are raised as
 
 from __future__ import annotations
 
+import hashlib
 import io
+import logging
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import IO, Any
@@ -29,6 +32,7 @@ from django.core.files.storage import FileSystemStorage, Storage, storages
 from storages.backends.s3 import S3Storage
 from storages.utils import clean_name
 
+logger = logging.getLogger(__name__)
 ALIAS = "ingest"
 READ_BUFFER = 1024 * 1024
 
@@ -81,12 +85,61 @@ def save_spooled(spool: Path, name: str) -> str:
     return str(stored)
 
 
-def save_file(name: str, content: File[bytes]) -> str:
-    """Keep ``content`` as ``name`` unless that name exists already (content-addressed names)."""
+def save_file(name: str, content: File[bytes], sha256: str) -> str:
+    """Keep ``content`` (whose sha256 is ``sha256``) as ``name``, a content-addressed name.
+
+    A file already under that name is kept only when its bytes hash to ``sha256``: a write cut by
+    a full disk or a crash must not pass for the line. On a local disk the file is written under a
+    temporary name, fsynced, then renamed, so the name never shows a partial file; an S3 object
+    appears whole or not at all.
+    """
     storage = ingest_storage()
     if _call(lambda: storage.exists(name)):
+        if _stored_sha256(name) == sha256:
+            return name
+        logger.warning("ingest storage: %s does not hash to its name; writing it again", name)
+        delete(name)
+    if isinstance(storage, FileSystemStorage):
+        _write_atomically(Path(storage.path(name)), content, storage.file_permissions_mode)
         return name
     return str(_call(lambda: storage.save(name, content)))
+
+
+def _stored_sha256(name: str) -> str:
+    digest = hashlib.sha256()
+    kept, _ = open_stored(name)
+    with kept:
+        while chunk := _call(lambda: kept.read(READ_BUFFER)):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_atomically(path: Path, content: File[bytes], mode: int | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".part-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            content.seek(0)
+            for chunk in content.chunks():
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode if mode is not None else 0o666 & ~_umask())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a crash
+    finally:
+        os.close(directory)
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def delete(name: str) -> None:

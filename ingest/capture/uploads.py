@@ -10,6 +10,7 @@ nothing is kept.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import uuid
@@ -29,6 +30,29 @@ from ingest.capture import storage
 
 class UploadTooLarge(ValueError):
     """The upload went over the allowed size; nothing was kept."""
+
+
+# Seconds a client is told to wait when the spool or the ingest storage cannot take a body.
+SPOOL_RETRY_AFTER = 60
+
+
+class SpoolFull(OSError):
+    """The local spool could not take the upload (the disk is full, a quota, an I/O error); what was
+    written is removed. ``status`` is the HTTP answer: 507 for a full disk or quota, else 503."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(cause.errno, cause.strerror)
+        self.full = cause.errno in (errno.ENOSPC, errno.EDQUOT)
+        self.status = 507 if self.full else 503
+
+    @property
+    def reason(self) -> str:
+        what = "the server's upload spool is full" if self.full else "the server's upload spool failed"
+        return (
+            f"The upload could not be received: {what} ({self.strerror}). Nothing was kept; "
+            f"send it again in {SPOOL_RETRY_AFTER} seconds or more, or ask the operator to free "
+            "space under VAR_DIR/spool."
+        )
 
 
 def upload_dir(team: Team) -> str:
@@ -58,7 +82,11 @@ class UploadWriter:
         self.stored = ""
         self.max_bytes = max_bytes
         self.written = 0
-        self._file: IO[bytes] | None = open(self.path, "xb")  # noqa: SIM115 - closed by close/discard
+        self._file: IO[bytes] | None = None
+        try:
+            self._file = open(self.path, "xb")  # noqa: SIM115 - closed by close/discard
+        except OSError as exc:
+            raise SpoolFull(exc) from exc
 
     def write(self, chunk: bytes) -> None:
         self.written += len(chunk)
@@ -67,12 +95,20 @@ class UploadWriter:
             raise UploadTooLarge(f"upload is larger than {self.max_bytes} bytes")
         if self._file is None:
             raise ValueError("write to a closed upload")
-        self._file.write(chunk)
+        try:
+            self._file.write(chunk)
+        except OSError as exc:  # a full disk: keep nothing of it, and say so (not a 500)
+            self.discard()
+            raise SpoolFull(exc) from exc
 
     def close(self) -> Path:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            file, self._file = self._file, None
+            try:
+                file.close()  # flushes the buffer: a full disk may show only here
+            except OSError as exc:
+                self.path.unlink(missing_ok=True)
+                raise SpoolFull(exc) from exc
         return self.path
 
     def store(self) -> str:
@@ -159,13 +195,19 @@ class IngestUploadHandler(FileUploadHandler):
         self.too_large = False
         self.writer: UploadWriter | None = None
         self.kept = False
+        # Set when the spool could not take the file (a full disk): the view answers 507/503.
+        self.spool_full: SpoolFull | None = None
 
     def new_file(self, field_name: str, file_name: str, *args: Any, **kwargs: Any) -> None:
         super().new_file(field_name, file_name, *args, **kwargs)
-        if self.writer is not None:
+        if self.writer is not None or self.spool_full is not None:
             # One log per upload: a second file part is not ours to keep.
             raise StopUpload(connection_reset=False)
-        self.writer = UploadWriter(self.team, file_name, max_bytes=self.max_bytes)
+        try:
+            self.writer = UploadWriter(self.team, file_name, max_bytes=self.max_bytes)
+        except SpoolFull as exc:
+            self.spool_full = exc
+            raise StopUpload(connection_reset=False) from None
 
     def receive_data_chunk(self, raw_data: bytes, start: int) -> bytes | None:
         if self.writer is None:
@@ -175,12 +217,19 @@ class IngestUploadHandler(FileUploadHandler):
         except UploadTooLarge:
             self.too_large = True
             raise StopUpload(connection_reset=False) from None
+        except SpoolFull as exc:
+            self.spool_full = exc
+            raise StopUpload(connection_reset=False) from None
         return None
 
     def file_complete(self, file_size: int) -> UploadedFile[bytes] | None:
         if self.writer is None:
             return None
-        self.writer.close()
+        try:
+            self.writer.close()
+        except SpoolFull as exc:
+            self.spool_full = exc
+            return None
         return SpooledUpload(self.writer, self.file_name or "upload.log", self.content_type, file_size)
 
     def upload_interrupted(self) -> None:

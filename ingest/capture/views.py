@@ -29,7 +29,7 @@ from ingest.capture import pipeline, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.capture.storage import open_stored
-from ingest.capture.uploads import IngestUploadHandler, SpooledUpload
+from ingest.capture.uploads import SPOOL_RETRY_AFTER, IngestUploadHandler, SpooledUpload, SpoolFull
 
 logger = logging.getLogger(__name__)
 JOBS_PER_PAGE = 25
@@ -98,7 +98,10 @@ def upload(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
 @csrf_protect
 @require_POST
 def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) -> HttpResponse:
-    form = UploadForm(request.POST, request.FILES)
+    data, files = request.POST, request.FILES  # reading them runs the upload handler
+    if handler.spool_full is not None:
+        return _spool_full_page(request, team, handler.spool_full)
+    form = UploadForm(data, files)
     valid = form.is_valid()
     if handler.too_large:
         valid = False
@@ -112,6 +115,8 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
     spooled = form.cleaned_data["file"]
     try:
         stored = spooled.store()  # into the shared ingest storage, where any worker finds it
+    except SpoolFull as exc:
+        return _spool_full_page(request, team, exc)
     except OSError:
         logger.exception("upload: the file could not be saved into the ingest storage")
         form.add_error(
@@ -137,6 +142,19 @@ def _upload(request: HtmxHttpRequest, team: Team, handler: IngestUploadHandler) 
     else:
         messages.success(request, f"{spooled.name} uploaded; its status below follows the ingest live.")
     return redirect("ingest_job", team_slug=team.slug, code=job.code)
+
+
+def _spool_full_page(request: HtmxHttpRequest, team: Team, exc: SpoolFull) -> HttpResponse:
+    """The upload page again with the reason (507 for a full disk, else 503) and Retry-After;
+    the handler already removed what was written."""
+    form = UploadForm()
+    form.cleaned_data = {}  # an unbound form that still carries the reason
+    form.add_error(None, exc.reason)
+    response = render_page(
+        request, "capture/home.html", _home_context(request, team, form), status=exc.status
+    )
+    response["Retry-After"] = str(SPOOL_RETRY_AFTER)
+    return response
 
 
 # --- one job -------------------------------------------------------------------------------------

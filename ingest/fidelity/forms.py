@@ -47,6 +47,8 @@ class ModelPriceForm(_PriceForm):
     def __init__(self, *args: Any, team: Team, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.team = team
+        for name in ("model", "agent_family"):  # shown in pages, headers of exports and reports
+            self.fields[name].validators.append(validate_name)
         for name in ("input_usd_per_mtok", "output_usd_per_mtok"):
             price_field = self.fields[name]
             # Shown in the number input; clean() refuses a negative price with a message.

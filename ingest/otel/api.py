@@ -28,7 +28,6 @@ from dashboard.teams.api import declared_length
 from ingest.capture import pipeline
 from ingest.capture.api import STORAGE_RETRY_AFTER, BadBody, TokenRequest, spool_body
 from ingest.capture.models import IngestJob
-
 from ingest.capture.uploads import UploadTooLarge, UploadWriter
 from ingest.otel.run import FORMAT
 from mcptax.otel.decode import check_body

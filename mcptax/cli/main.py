@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 EXIT_CODES = """exit status of measure:
   0  every server was measured and every budget holds
@@ -64,6 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     measure.add_argument(
         "--discover", action="store_true", help="also read the configs of the clients installed here"
+    )
+    measure.add_argument(
+        "--trust",
+        action="store_true",
+        help="run the stdio servers of CONFIG files and project configs, and fill ${VAR} in their "
+        "URLs and headers (without it only your own user-scope configs and --stdio/--url run)",
+    )
+    measure.add_argument(
+        "--trust-commands",
+        metavar="FILE",
+        help="a file listing commands (one per line, e.g. npx or /usr/bin/uvx) that untrusted "
+        "configs may start",
     )
     measure.add_argument(
         "--timeout", type=_positive_float, default=30.0, metavar="S", help="per server (default 30)"
@@ -168,6 +182,9 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"mcp-tax measure: {exc}", file=sys.stderr)
         return 2
     stacks: list[measure.StackRow] = []
+    untrusted = _trust(args)
+    if untrusted is None:
+        return 2
     if args.discover:
         from mcptax.cli.discover import discover
 
@@ -175,9 +192,11 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         names = ", ".join(f"{f.client} {f.scope} ({f.path})" for f in found) or "none"
         print(f"discovered: {names}", file=sys.stderr)
         for entry in found:
-            stacks += measure.stacks_from_file(entry.path, f"{entry.client}, {entry.scope}", skip_empty=True)
+            trust = measure.TRUSTED if entry.scope == "user" else untrusted
+            label = f"{entry.client}, {entry.scope}"
+            stacks += measure.stacks_from_file(entry.path, label, skip_empty=True, trust=trust)
     for config in args.configs:
-        stacks += measure.stacks_from_file(Path(config))
+        stacks += measure.stacks_from_file(Path(config), trust=untrusted)
     if args.stdio or args.url:
         stacks.append(measure.stack_from_command_line(args.stdio, args.url, "sse" if args.sse else "http"))
     if not stacks:
@@ -185,6 +204,7 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             print("mcp-tax measure: no client config with MCP servers was found here", file=sys.stderr)
             return 2
         parser.error("measure needs a CONFIG, --stdio, --url or --discover")
+    _say_what_runs(stacks)
     measure.measure(
         stacks,
         timeout=args.timeout,
@@ -213,6 +233,34 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     else:
         print(render.table(stacks, settings))
     return code
+
+
+def _trust(args: argparse.Namespace) -> Any:
+    """The trust given to CONFIG files and project configs (None after an error, printed)."""
+    from mcptax.cli.measure import Trust
+
+    commands: frozenset[str] = frozenset()
+    if args.trust_commands:
+        try:
+            lines = Path(args.trust_commands).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            print(f"mcp-tax measure: cannot read --trust-commands: {exc}", file=sys.stderr)
+            return None
+        commands = frozenset(line.strip() for line in lines if line.strip() and not line.startswith("#"))
+    return Trust(everything=args.trust, commands=commands)
+
+
+def _say_what_runs(stacks: list[Any]) -> None:
+    """Name every command about to start and every server not started, on stderr."""
+    for stack in stacks:
+        for row in stack.servers:
+            target = row.target
+            if target is not None and target.transport == "stdio":
+                print(
+                    f"running: {shlex.join([target.command, *target.args])}  ({stack.name})", file=sys.stderr
+                )
+            elif row.reason.startswith(("not started", "not contacted")):
+                print(f"skipped {row.name} ({stack.name}): {row.reason}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -129,13 +129,51 @@ def target_for(spec: ServerSpec, env: dict[str, str], workspace: Path | None) ->
     )
 
 
-def _rows(stack: StackSpec, env: dict[str, str], workspace: Path | None) -> list[ServerRow]:
+@dataclass(frozen=True)
+class Trust:
+    """Whether a config's servers may run here. A config from a repository (a pull request's
+    `.mcp.json`, a freshly cloned project) is not the user's: starting its stdio servers runs its
+    commands, and filling `${VAR}` in its URLs and headers sends this machine's secrets to its
+    hosts. ``everything``: `--trust`; ``commands``: commands the user listed as safe to run."""
+
+    everything: bool = False
+    commands: frozenset[str] = frozenset()
+
+    def refusal(self, spec: ServerSpec) -> str | None:
+        """Why the untrusted config's server is not started (what it would run), or None."""
+        if self.everything:
+            return None
+        if spec.transport == "stdio":
+            if spec.command in self.commands or Path(spec.command).name in self.commands:
+                return None
+            would = shlex.join([spec.command, *spec.args])
+            return (
+                f"not started: it would run `{would}` from a config that is not yours; "
+                "pass --trust, or list the command in --trust-commands"
+            )
+        fields = [spec.url, *spec.headers.values()]
+        if any("${" in value for value in fields):
+            return (
+                "not contacted: it would send values of your environment (${...} in its URL or "
+                "headers) to a host a config that is not yours names; pass --trust"
+            )
+        return None
+
+
+TRUSTED = Trust(everything=True)
+
+
+def _rows(
+    stack: StackSpec, env: dict[str, str], workspace: Path | None, trust: Trust = TRUSTED
+) -> list[ServerRow]:
     rows = []
     for spec in stack.servers:
         row = ServerRow(spec.name, spec.transport, always_load=spec.always_load)
         if spec.disabled:
             row.status = DISABLED
             row.reason = (spec.disabled_reason or "disabled in the config") + "; not started"
+        elif refused := trust.refusal(spec):
+            row.status, row.reason = NOT_MEASURABLE, refused
         else:
             try:
                 row.target = target_for(spec, env, workspace)
@@ -146,7 +184,9 @@ def _rows(stack: StackSpec, env: dict[str, str], workspace: Path | None) -> list
     return rows
 
 
-def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool = False) -> list[StackRow]:
+def stacks_from_file(
+    path: Path, client: str | None = None, *, skip_empty: bool = False, trust: Trust = TRUSTED
+) -> list[StackRow]:
     """The stacks of a config file; an unreadable file is one stack carrying the error."""
     source = str(path)
     try:
@@ -165,7 +205,7 @@ def stacks_from_file(path: Path, client: str | None = None, *, skip_empty: bool 
         folder = path.resolve() / "_" if path.is_dir() else path.resolve()
         workspace = Path(stack.scope) if stack.scope else project_dir(folder)
         name = f"project {stack.scope}" if stack.scope else source
-        rows = _rows(stack, env, workspace)
+        rows = _rows(stack, env, workspace, trust)
         stacks.append(StackRow(source, client, name, rows, tool_search=stack.tool_search))
     return stacks
 

@@ -102,7 +102,8 @@ def test_mcp_tax_measure_of_servers_of_both_eras_never_loads_the_mcp_sdk(tmp_pat
         tmp_path / "mcp.json",
         {"modern": server_entry("lean"), "handshake": server_entry("misbehaving", "--mode", "quirky")},
     )
-    output, loaded = cli_probe(["measure", str(config), "--json"], ("mcp", "mcp_types", "django", "pydantic"))
+    probe = ["measure", str(config), "--json", "--trust"]  # the test wrote the config
+    output, loaded = cli_probe(probe, ("mcp", "mcp_types", "django", "pydantic"))
     measured = json.loads(output)
     assert [s["status"] for s in measured["stacks"][0]["servers"]] == ["ok", "ok"]
     assert loaded == []

@@ -1,9 +1,10 @@
 """Any service Apprise knows, through its URL (discord://, msteams://, ntfy://, tgram://, json://...).
 
-Apprise opens its own connections, so the outbound policy cannot pin them. What it can do: the
-host named in the URL (the one self-hosted services such as json://, ntfy:// or mailto:// connect
-to) is resolved and checked by the same policy when the channel is saved and again before each
-send. Apprise resolves the name again when it connects, so a name whose DNS answer changes in
+Apprise opens its own connections, so the outbound policy cannot pin them. What it can do: every
+host the URL names (the one self-hosted services such as json://, ntfy:// or mailto:// connect to,
+and a server named in its options, such as mailto's ``smtp=``) is resolved and checked by the same
+policy when the channel is saved and again before each send; HTTP redirects are never followed;
+and a failure is worded the same whatever its cause, so a test send cannot map ports. Apprise resolves the name again when it connects, so a name whose DNS answer changes in
 between is not caught here, as the pinned HTTP senders would catch it.
 """
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dashboard import outbound
 from dashboard.alerts.notify.base import Message, Sender, SendError, SendResult
@@ -24,15 +25,29 @@ log = logging.getLogger(__name__)
 
 
 def _apprise() -> apprise.Apprise:
-    """A new Apprise instance; the library (a few hundred plugins) is imported on first use only."""
+    """A new Apprise instance that follows no redirect; the library (a few hundred plugins) is
+    imported on first use only."""
     import apprise
 
-    return apprise.Apprise()
+    return apprise.Apprise(asset=apprise.AppriseAsset(http_redirects=False))
+
+
+def _plugin(url: str) -> Any:
+    """Apprise's notifier for ``url`` (None when not understood), set to follow no HTTP redirect
+    whatever the URL says (``?redirect=yes``): a 3xx would send the alert (a 307 even its POST
+    body) to a host the outbound policy never saw."""
+    import apprise
+
+    plugin = apprise.Apprise.instantiate(url, asset=apprise.AppriseAsset(http_redirects=False))
+    if plugin:
+        plugin.redirects = False
+    return plugin or None
 
 
 # Apprise's failure lines end in "error=<status>." when a service answered; the rest of the line
 # may carry the service's own words, which stay in the log.
 _STATUS = re.compile(r"error=(\d{3})\b")
+FAILED = "The service did not accept the notification (via Apprise; the worker log has the details)."
 
 
 class _Capture(logging.Handler):
@@ -44,29 +59,31 @@ class _Capture(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def target_host(url: str) -> tuple[str, int] | None:
-    """The host and port Apprise parsed from ``url`` (None when it names none or is not understood)."""
-    import apprise
-
-    plugin = apprise.Apprise.instantiate(url)
-    host = str(getattr(plugin, "host", "") or "").strip("[]") if plugin else ""
-    if not host:
-        return None
+def target_hosts(plugin: Any) -> list[tuple[str, int]]:
+    """Every (host, port) the notifier will connect to: the URL's host, and a server its options
+    name (``mailto://...?smtp=HOST&port=N`` connects to HOST, not to the address's domain)."""
     port = getattr(plugin, "port", None)
-    return host, int(port) if port else (443 if getattr(plugin, "secure", True) else 80)
+    port = int(port) if port else (443 if getattr(plugin, "secure", True) else 80)
+    hosts: dict[tuple[str, int], None] = {}  # in order, once each
+    for name, value in vars(plugin).items():
+        named = name == "host" or name.endswith(("_host", "_server"))
+        if named and isinstance(value, str) and value.strip("[]"):
+            hosts[(value.strip("[]"), port)] = None
+    return list(hosts)
 
 
 def policy_problem(url: str) -> str | None:
-    """Why the outbound policy refuses the URL's host, or None."""
-    target = target_host(url)
-    if target is None:
+    """Why the outbound policy refuses a host the URL will reach, or None."""
+    plugin = _plugin(url)
+    if plugin is None:
         return None
-    try:
-        outbound.policy().resolve(*target)
-    except OutboundRefused as exc:
-        return f"refused by the outbound policy: {exc}"
-    except OSError:
-        return None  # not resolvable now; Apprise's own connection attempt will say so
+    for host, port in target_hosts(plugin):
+        try:
+            outbound.policy().resolve(host, port)
+        except OutboundRefused as exc:
+            return f"refused by the outbound policy: {exc}"
+        except OSError:
+            continue  # not resolvable now; Apprise's own connection attempt will say so
     return None
 
 
@@ -83,7 +100,8 @@ class AppriseSender(Sender):
     def send(self, message: Message) -> SendResult:
         url = self.config.get("url", "")
         notifier = _apprise()
-        if not notifier.add(url):
+        plugin = _plugin(url)
+        if plugin is None or not notifier.add(plugin):
             raise SendError("Apprise does not recognise this URL", permanent=True)
         problem = policy_problem(url)
         if problem:
@@ -101,9 +119,7 @@ class AppriseSender(Sender):
             statuses = [int(m.group(1)) for line in capture.lines if (m := _STATUS.search(line))]
             # Apprise hides the status code from its caller, so a failure cannot be told apart as
             # permanent; retries run out instead and the delivery gives up without disabling the channel.
-            if statuses:
-                raise SendError(
-                    f"HTTP {statuses[-1]} from the service (via Apprise)", http_status=statuses[-1]
-                )
-            raise SendError("Apprise reported a failed notification (details in the worker log)")
+            # One wording for every failure (refused, no answer, an HTTP error, a redirect): which one
+            # it was would tell whoever can press "Send test" what listens on a host and port.
+            raise SendError(FAILED, http_status=statuses[-1] if statuses else None)
         return SendResult()

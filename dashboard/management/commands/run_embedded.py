@@ -1,7 +1,9 @@
 """Run the whole product on one machine: web server, Celery worker and beat, embedded broker.
 
 `make run` calls this after migrating and loading the demo. Ctrl-C stops everything: children
-are started in their own process groups so a stuck worker cannot outlive us.
+are started in their own process groups so a stuck worker cannot outlive us. A worker that exits
+(a broker fault, a crash) is started again, as the compose stack's restart policy does; the web
+server exiting stops the run.
 """
 
 import os
@@ -38,6 +40,22 @@ def static_files_current() -> bool:
     return True
 
 
+class WorkerRestarts:
+    """Delays before starting a dead worker again: at once, then doubling up to a minute while it
+    keeps dying within a minute of its start (a broken set-up must not spin)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+        self.delay = 0.0
+
+    def next_delay(self) -> float:
+        now = time.monotonic()
+        quick = now - self.last < 60
+        self.delay = min(60.0, max(1.0, self.delay * 2)) if quick else 0.0
+        self.last = now + self.delay
+        return self.delay
+
+
 class Command(BaseCommand):
     help = "Start the web server, a Celery worker with beat, and stop them all on Ctrl-C."
 
@@ -65,10 +83,13 @@ class Command(BaseCommand):
         # Links in notifications point at the address this run serves on, unless SITE_URL says otherwise.
         env = {**os.environ, "SITE_URL": settings.SITE_URL or f"http://{addr}:{port}"}
 
+        commands: dict[str, list[str]] = {}
+
+        popen_options: dict[str, Any] = {"cwd": settings.BASE_DIR, "env": env, "start_new_session": True}
+
         def start(name: str, cmd: list[str]) -> None:
-            procs.append(
-                (name, subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True))
-            )
+            commands[name] = cmd
+            procs.append((name, subprocess.Popen(cmd, **popen_options)))
 
         if not no_worker:
             start(
@@ -103,13 +124,33 @@ class Command(BaseCommand):
         )
 
         try:
-            while True:
-                for name, proc in procs:
-                    if proc.poll() is not None:
-                        self.stderr.write(f"{name} exited with status {proc.returncode}; stopping the rest.")
-                        return
-                time.sleep(0.5)
+            self._supervise(procs, commands, popen_options)
         except KeyboardInterrupt:
             self.stdout.write("\nStopping…")
         finally:
             stop_process_groups([proc for _, proc in procs], term_grace=STOP_GRACE_SECONDS)
+
+    def _supervise(
+        self,
+        procs: list[tuple[str, subprocess.Popen[bytes]]],
+        commands: dict[str, list[str]],
+        popen_options: dict[str, Any],
+    ) -> None:
+        """Watch the children until one that cannot be replaced exits: a worker is started again
+        (it can die of a broker fault; its queues must not stay unserved), the web server is not."""
+        restarts = WorkerRestarts()
+        while True:
+            for index, (name, proc) in enumerate(procs):
+                if proc.poll() is None:
+                    continue
+                if name != "worker":
+                    self.stderr.write(f"{name} exited with status {proc.returncode}; stopping the rest.")
+                    return
+                stop_process_groups([proc], term_grace=1.0)  # whatever it left running
+                delay = restarts.next_delay()
+                self.stderr.write(
+                    f"worker exited with status {proc.returncode}; starting it again in {delay:.0f} s."
+                )
+                time.sleep(delay)
+                procs[index] = (name, subprocess.Popen(commands[name], **popen_options))
+            time.sleep(0.5)

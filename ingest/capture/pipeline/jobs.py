@@ -64,8 +64,8 @@ def enqueue_job(job: IngestJob) -> broker.Sent:
 
 def sweep_minutes() -> int:
     """At most how long a queued job whose message never left waits for the sweep: a queued job
-    counts as stalled after 5 leases, and the sweep runs every minute."""
-    return math.ceil(5 * settings.INGEST_JOB_LEASE_SECONDS / 60) + 1
+    is sent again after INGEST_QUEUED_RESEND_SECONDS, and the sweep runs every minute."""
+    return math.ceil(settings.INGEST_QUEUED_RESEND_SECONDS / 60) + 1
 
 
 def queued_for_sweep_message() -> str:

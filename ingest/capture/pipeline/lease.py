@@ -142,8 +142,9 @@ def fail(
 
 
 def stalled_jobs(now: datetime | None = None) -> list[int]:
-    """Jobs that should be running but nobody works on: queued for a while (the message was lost,
-    e.g. the embedded broker's directory was wiped) or running with a stale heartbeat (the worker
+    """Jobs that should be running but nobody works on: queued for INGEST_QUEUED_RESEND_SECONDS (the
+    message was lost with Redis or the embedded broker's directory, or spent while the database was
+    down) or running with a stale heartbeat (the worker
     died and the broker will not redeliver before its visibility timeout), or waiting for a retry
     that is due (its delayed message may be lost). A range of a split job counts as a job; its
     parent only once all its ranges are done. Watched-file jobs are driven by the folder scan
@@ -151,7 +152,10 @@ def stalled_jobs(now: datetime | None = None) -> list[int]:
     now = now or timezone.now()
     lease = timedelta(seconds=settings.INGEST_JOB_LEASE_SECONDS)
     stale_running = IngestJob.objects.filter(status=Status.RUNNING, heartbeat_at__lt=now - lease)
-    stale_queued = IngestJob.objects.filter(status=Status.QUEUED, created__lt=now - 5 * lease)
+    # A queued job is sent again soon: a duplicate message is harmless (``claim`` refuses a job that
+    # is running or done), a lost one would otherwise keep the job waiting.
+    resend = timedelta(seconds=settings.INGEST_QUEUED_RESEND_SECONDS)
+    stale_queued = IngestJob.objects.filter(status=Status.QUEUED, created__lt=now - resend)
     due_retries = IngestJob.objects.filter(status=Status.RETRYING, retry_at__lte=now)
     # A split job waits for its ranges (each resumed on its own); it is stalled only once they are
     # all done and its stitch did not finish.

@@ -100,15 +100,15 @@ def _name(sha256: str) -> str:
     return f"{LINES_DIR}/{sha256[:2]}/{sha256}"
 
 
-def _save(name: str, content: File[bytes]) -> str:
+def _save(sha256: str, content: File[bytes]) -> str:
     # Content-addressed: the same bytes are kept once, whichever job met them first.
-    return storage.save_file(name, content)
+    return storage.save_file(_name(sha256), content, sha256)
 
 
 def keep_bytes(data: bytes) -> tuple[str, str]:
     """(sha256, storage name) of ``data``, kept as a file."""
     sha256 = hashlib.sha256(data).hexdigest()
-    return sha256, _save(_name(sha256), ContentFile(data))
+    return sha256, _save(sha256, ContentFile(data))
 
 
 def utf8_head(data: bytes, limit: int) -> bytes:
@@ -155,7 +155,7 @@ def spill_line(first: bytes, stream: IO[bytes], limit: int | None) -> tuple[Long
             consumed += len(piece)
         sha256 = digest.hexdigest()
         spool.seek(0)
-        name = _save(_name(sha256), File(spool))
+        name = _save(sha256, File(spool))
     line = LongLine(
         utf8_head(first, settings.INGEST_MAX_RAW_BYTES),
         length=len(first) + consumed,

@@ -93,3 +93,48 @@ def test_a_malformed_body_is_still_a_422_naming_the_field(client, gated):
     assert response.status_code == 422
     assert any(e["loc"] == ["body", "payload", "server"] for e in response.json()["detail"])
     assert _raw_post(client, token, b"not json").status_code == 422
+
+
+def test_gate_work_per_token_per_minute_is_bounded_with_retry_after(client, gated, team, settings):
+    """Requests within GATE_RATE_PER_MINUTE still cost seconds each; their sum per token and minute
+    is bounded (GATE_WORK_SECONDS_PER_MINUTE), so one token's stream cannot hold the web workers."""
+    server, token = gated
+    settings.GATE_RATE_PER_MINUTE = 1000
+    settings.GATE_WORK_SECONDS_PER_MINUTE = 0.001  # the first check alone spends it
+    body = {"server": server.name, "tools_list": tools_list("sprawling", True)}
+    assert post_check(client, token, body).status_code == 200
+    limited = post_check(client, token, body)
+    assert limited.status_code == 429
+    assert 1 <= int(limited["Retry-After"]) <= 61
+    assert "GATE_WORK_SECONDS_PER_MINUTE" in limited.json()["detail"]
+    _, other_token = ApiToken.issue(team, "second")  # the budget is per token
+    assert post_check(client, other_token, body).status_code == 200
+
+
+def test_a_chunked_check_body_is_read_like_the_ingest_apis(gunicorn_url, gated, settings):
+    """Under gunicorn a chunked body has no Content-Length; it was read as empty (422)."""
+    import http.client
+
+    server, token = gated
+    data = json.dumps({"server": server.name, "tools_list": tools_list("sprawling", True)}).encode()
+
+    def post(blocks: list[bytes]) -> tuple[int, dict]:
+        conn = http.client.HTTPConnection(*gunicorn_url, timeout=60)
+        conn.request(
+            "POST",
+            CHECK,
+            body=iter(blocks),
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            encode_chunked=True,
+        )
+        response = conn.getresponse()
+        answer = (response.status, json.loads(response.read()))
+        conn.close()
+        return answer
+
+    status, body = post([data[i : i + 4096] for i in range(0, len(data), 4096)])
+    assert status == 200, body
+    assert body["totals"]["fixed_tax_tokens"] == SPRAWL_V15
+    settings.GATE_MAX_BYTES = len(data) - 1  # chunked past the limit: 413, as with a Content-Length
+    status, body = post([data[i : i + 4096] for i in range(0, len(data), 4096)])
+    assert status == 413 and "GATE_MAX_BYTES" in body["detail"]

@@ -15,7 +15,7 @@ import tiktoken
 from django.urls import reverse
 
 from dashboard.servers.models import McpServer, Snapshot, Transport
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from tests.helpers import compact
 from tests.servers import two_eras
 

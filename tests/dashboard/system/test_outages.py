@@ -98,7 +98,7 @@ def test_an_upload_is_saved_while_the_broker_is_down_and_the_sweep_runs_it_later
 
     # The broker is back; the beat's sweep (its real task) finds the queued job and runs it.
     eager_celery.conf.task_always_eager = True
-    settings.INGEST_JOB_LEASE_SECONDS = 0  # "queued for 5 leases" is now
+    settings.INGEST_QUEUED_RESEND_SECONDS = 0  # "queued for a minute" is now
     assert resume_stalled_jobs() == [job.pk]
     job.refresh_from_db()
     assert job.status == IngestJob.Status.DONE

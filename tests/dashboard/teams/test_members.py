@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.management import call_command
 from django.test import Client
@@ -52,17 +54,35 @@ def test_a_first_login_of_a_fresh_superuser_lands_on_create_your_team(client, mo
     assert client.get(reverse("home"))["Location"] == reverse("team_overview", args=[team.slug])
 
 
-def test_team_names_are_unique_and_checked(alice_client, team):
+def test_team_names_are_unique_among_my_teams_and_checked(alice_client, team):
     page = alice_client.get(reverse("team_create")).content.decode()
     assert "Create a team" in page and "Create your team" not in page  # alice has a team already
     duplicate = alice_client.post(reverse("team_create"), {"name": "platform"})
-    assert duplicate.status_code == 200 and "already exists" in duplicate.content.decode()
+    assert duplicate.status_code == 200 and "You already have a team named" in duplicate.content.decode()
     control = alice_client.post(reverse("team_create"), {"name": "two\nlines"})
     assert control.status_code == 200 and "control characters" in control.content.decode()
     assert Team.objects.count() == 1
     # The same slug from another spelling gets its own slug, never someone else's.
     alice_client.post(reverse("team_create"), {"name": "Platform!"})
-    assert sorted(Team.objects.values_list("slug", flat=True)) == ["platform", "platform-2"]
+    new = Team.objects.exclude(pk=team.pk).get()
+    assert new.slug != "platform" and re.fullmatch(r"platform-[0-9a-f]{6}", new.slug)
+
+
+def test_create_team_does_not_tell_whether_another_users_team_name_exists(client, team, user_factory):
+    """Mallory, in no team, probes for "Platform" (alice's) and for a name nobody uses: both are
+    created alike, and neither answer nor slug says which one existed."""
+    mallory = user_factory("mallory")
+    client.force_login(mallory)
+    answers = {}
+    for name in ("Platform", "Nobody Uses This"):
+        response = client.post(reverse("team_create"), {"name": name})
+        created = Team.objects.get(name=name, memberships__user=mallory)
+        assert response.status_code == 302 and response["Location"] == reverse(
+            "team_members", args=[created.slug]
+        )
+        answers[name] = re.sub(r"-[0-9a-f]{6}$", "-X", created.slug)
+    assert answers == {"Platform": "platform-X", "Nobody Uses This": "nobody-uses-this-X"}
+    assert Team.objects.filter(name__iexact="platform").count() == 2  # alice's is untouched
 
 
 def test_the_switcher_lists_my_teams_marks_the_current_one_and_offers_create(
@@ -179,3 +199,15 @@ def test_the_members_page_shows_each_role_what_it_may_do(crew, team):
         'aria-label="Role of member-user"' in admin_page
         and 'aria-label="Role of member-user"' not in pages["member"]
     )
+
+
+@pytest.mark.parametrize("page", ["token", "invite"])
+def test_pages_that_show_a_new_secret_are_never_cached(alice_client, team, page):
+    if page == "token":
+        response = alice_client.post(reverse("create_api_token", args=[team.slug]), {"name": "ci"})
+        assert "mcpt_" in response.content.decode()
+    else:
+        response = alice_client.post(reverse("invite_create", args=[team.slug]), {"role": "member"})
+        assert "/invite/" in response.content.decode()
+    assert response.status_code == 200
+    assert "no-store" in response["Cache-Control"] and "private" in response["Cache-Control"]

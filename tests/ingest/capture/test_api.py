@@ -1,5 +1,10 @@
 """POST /api/v1/ingest and friends (ingest.capture.api): gzip, size limit, rate limit, tokens,
-queued mode, the OpenAPI document, and the logging proxy pushing to the real API."""
+queued mode, the OpenAPI document, and the logging proxy pushing to the real API.
+
+The API only stores and queues a batch; here the Celery task runs in-process (eager) as the commit
+sends it, so ``?wait=true`` sees the job done and answers with its counts. A real worker takes the
+job in tests/ingest/capture/test_api_worker.py.
+"""
 
 from __future__ import annotations
 
@@ -26,12 +31,20 @@ from tests.ingest.capture.logs import (
     stored_bytes,
 )
 
+API_WAIT = f"{API}?wait=true"
+pytestmark = pytest.mark.django_db(transaction=True)  # the commit sends the job, as in production
+
+
+@pytest.fixture(autouse=True)
+def worker_in_process(eager_celery):
+    return eager_celery
+
 
 def test_api_ingests_gzip_and_reingesting_stores_nothing_new(client, team, team_token):
     _, plaintext = team_token
     data = make_envelope_log(4, bad_lines=2)
     response = client.post(
-        API,
+        API_WAIT,
         gzip.compress(data),
         content_type="application/x-ndjson",
         HTTP_CONTENT_ENCODING="gzip",
@@ -46,7 +59,9 @@ def test_api_ingests_gzip_and_reingesting_stores_nothing_new(client, team, team_
     assert job.team == team
     assert stored_bytes(job.storage_name) == data  # kept decompressed, in the ingest storage
 
-    again = client.post(API, gzip.compress(data), content_type="application/gzip", **bearer(plaintext)).json()
+    again = client.post(
+        API_WAIT, gzip.compress(data), content_type="application/gzip", **bearer(plaintext)
+    ).json()
     assert (again["stored"], again["duplicate"], again["calls_stored"]) == (0, 8, 0)
     assert ToolCall.objects.filter(team=team).count() == 4
 
@@ -58,10 +73,10 @@ def test_api_accepts_plain_jsonl_and_concatenated_gzip_members(client, team, tea
     _, plaintext = team_token
     first, second = make_envelope_log(2, session="a"), make_envelope_log(2, session="b")
     body = gzip.compress(first) + gzip.compress(second)  # `cat a.gz b.gz`
-    response = client.post(API, body, content_type="application/gzip", **bearer(plaintext))
+    response = client.post(API_WAIT, body, content_type="application/gzip", **bearer(plaintext))
     assert response.status_code == 200 and response.json()["calls_stored"] == 4
     plain = client.post(
-        API, make_envelope_log(1, session="c"), content_type="application/x-ndjson", **bearer(plaintext)
+        API_WAIT, make_envelope_log(1, session="c"), content_type="application/x-ndjson", **bearer(plaintext)
     )
     assert plain.status_code == 200 and plain.json()["calls_stored"] == 1
 
@@ -109,7 +124,7 @@ def test_api_rate_limit_per_token_answers_429_with_retry_after(client, team, tea
         ok = client.post(
             API, make_envelope_log(1, seed=str(n)), content_type="application/x-ndjson", **bearer(plaintext)
         )
-        assert ok.status_code == 200
+        assert ok.status_code == 202
     limited = client.post(
         API, make_envelope_log(1, seed="3"), content_type="application/x-ndjson", **bearer(plaintext)
     )
@@ -121,7 +136,7 @@ def test_api_rate_limit_per_token_answers_429_with_retry_after(client, team, tea
     other = client.post(
         API, make_envelope_log(1, seed="4"), content_type="application/x-ndjson", **bearer(other_plaintext)
     )
-    assert other.status_code == 200
+    assert other.status_code == 202
 
 
 @pytest.mark.parametrize(
@@ -146,7 +161,7 @@ def test_api_job_status_and_agents_are_team_scoped(client, team, team_token, use
     theirs = client.post(
         API, make_envelope_log(2, session="b"), content_type="x", **bearer(other_plaintext)
     ).json()
-    ours = client.post(API, make_envelope_log(3), content_type="x", **bearer(plaintext)).json()
+    ours = client.post(API_WAIT, make_envelope_log(3), content_type="x", **bearer(plaintext)).json()
     assert client.get(f"{API}/{theirs['code']}", **bearer(plaintext)).status_code == 404
     assert client.get(f"{API}/{ours['code']}", **bearer(plaintext)).status_code == 200
 
@@ -162,13 +177,14 @@ def test_api_job_status_and_agents_are_team_scoped(client, team, team_token, use
     assert Agent.objects.filter(team=other).count() == 1  # theirs exists, but is not listed for us
 
 
-def test_api_can_queue_instead_of_waiting(
+@pytest.mark.django_db  # inside the test's transaction: the commit (and the task) waits for us
+def test_api_answers_once_queued_and_the_worker_ingests_after(
     client, team, team_token, eager_celery, django_capture_on_commit_callbacks
 ):
     _, plaintext = team_token
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client.post(
-            f"{API}?wait=false&filename=batch-7", make_envelope_log(2), content_type="x", **bearer(plaintext)
+            f"{API}?filename=batch-7", make_envelope_log(2), content_type="x", **bearer(plaintext)
         )
     assert response.status_code == 202
     body = response.json()
@@ -195,7 +211,7 @@ def test_the_json_schema_of_the_status_matches_the_job(client, team, team_token)
 def test_gzip_sniffing_without_a_header(client, team, team_token):
     _, plaintext = team_token
     body = gzip.compress(make_envelope_log(2))
-    response = client.post(API, body, content_type="application/octet-stream", **bearer(plaintext))
+    response = client.post(API_WAIT, body, content_type="application/octet-stream", **bearer(plaintext))
     assert response.status_code == 200 and response.json()["calls_stored"] == 2
 
 
@@ -267,64 +283,6 @@ def test_an_api_upload_named_with_a_nul_is_refused_and_writes_nothing(client, te
     assert spooled_files(settings) == []
 
 
-@pytest.fixture
-def gunicorn_url(transactional_db):
-    """The project's WSGI app behind gunicorn's own HTTP parser and WSGI environ (what the web
-    process runs in production), served from a thread on 127.0.0.1; yields the base URL.
-
-    gunicorn de-chunks a ``Transfer-Encoding: chunked`` body and passes no CONTENT_LENGTH, which
-    Django's test client and development server cannot reproduce.
-    """
-    import socket
-    import threading
-
-    from django.core.handlers.wsgi import WSGIHandler
-    from django.db import connections
-    from gunicorn import http as gunicorn_http
-    from gunicorn.config import Config
-    from gunicorn.http import wsgi as gunicorn_wsgi
-
-    app, cfg = WSGIHandler(), Config()
-    listener = socket.create_server(("127.0.0.1", 0))
-    connection = connections["default"]
-    shared = connection.vendor == "sqlite" and connection.is_in_memory_db()
-    if shared:  # the thread must see the test's in-memory database, as live_server does
-        connection.inc_thread_sharing()
-
-    stop = threading.Event()
-    listener.settimeout(0.2)  # so the loop sees `stop`; a closed socket does not wake accept()
-
-    def serve() -> None:
-        if shared:
-            connections["default"] = connection
-        while not stop.is_set():
-            try:
-                client, addr = listener.accept()
-            except TimeoutError:
-                continue
-            client.settimeout(60)
-            with client:
-                req = next(gunicorn_http.get_parser(cfg, client, addr))
-                resp, environ = gunicorn_wsgi.create(req, client, addr, listener.getsockname(), cfg)
-                resp.force_close()
-                result = app(environ, resp.start_response)
-                for item in result:
-                    resp.write(item)
-                resp.close()
-                result.close()
-        if not shared:  # this thread's own connection, or the test database stays in use
-            connections.close_all()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield "127.0.0.1", listener.getsockname()[1]
-    stop.set()
-    thread.join(timeout=10)
-    listener.close()
-    if shared:
-        connection.dec_thread_sharing()
-
-
 def _post_chunked(address, plaintext: str, blocks: list[bytes], **headers: str) -> tuple[int, dict]:
     import http.client
 
@@ -332,7 +290,7 @@ def _post_chunked(address, plaintext: str, blocks: list[bytes], **headers: str) 
     # An iterable body without Content-Length: http.client sends it chunked, one chunk per block.
     conn.request(
         "POST",
-        API,
+        API_WAIT,
         body=iter(blocks),
         headers={"Authorization": f"Bearer {plaintext}", "Content-Type": "application/x-ndjson", **headers},
         encode_chunked=True,
@@ -371,7 +329,7 @@ def test_the_push_api_detects_a_log_whose_first_line_is_long(client, team, team_
     body = b"".join([log.lines[3], *log.lines[:3], log.lines[4]])
     assert body.index(b"\n") > 100 * 1024
     response = client.post(
-        f"{API}?format=auto", body, content_type="application/x-ndjson", **bearer(plaintext)
+        f"{API_WAIT}&format=auto", body, content_type="application/x-ndjson", **bearer(plaintext)
     )
     assert response.status_code == 200, response.json()
     assert response.json()["format"] == "envelope" and response.json()["calls_stored"] == 1

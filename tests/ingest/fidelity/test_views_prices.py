@@ -96,3 +96,13 @@ def test_a_global_price_is_not_the_teams_to_delete(alice_client, team):
     response = alice_client.post(reverse("fidelity_price_delete", args=[team.slug, global_price.pk]))
     assert response.status_code == 404
     assert ModelPrice.objects.filter(pk=global_price.pk).exists()
+
+
+def test_a_price_model_name_with_cr_or_lf_is_refused(alice_client, team):
+    url = reverse("fidelity_prices", args=[team.slug])
+    for model in ("gpt-5\r\nX-Injected: 1", "gpt-5\nsecond line"):
+        data = {"model": model, "agent_family": "", "input_usd_per_mtok": "1", "output_usd_per_mtok": "2"}
+        response = alice_client.post(url, data)
+        assert response.status_code == 400, model
+        assert "control characters" in response.content.decode()
+    assert not ModelPrice.objects.filter(team=team).exists()

