@@ -144,12 +144,24 @@ TABLE: dict[str, list[Case]] = {
             lambda w: server_form(w, "files", transport="stdio", url="", command_line="python -m x"),
             edited("stdio"),
         ),
+        # The member's own stdio server: owning it is not enough, a command line needs an admin.
+        Case("GET", "admin", server("member_stdio"), label="member's stdio form"),
+        Case(
+            "POST",
+            "admin",
+            server("member_stdio"),
+            lambda w: server_form(w, "member-files", transport="stdio", url="", command_line="python -m x"),
+            edited("member_stdio"),
+            label="member's stdio",
+        ),
     ],
     "server_delete": [
         Case("GET", "member", server("own_http")),
         Case("POST", "member", server("own_http"), changed=gone("own_http")),
         Case("POST", "admin", server("admin_http"), changed=gone("admin_http")),
         Case("POST", "admin", server("stdio"), changed=gone("stdio")),
+        Case("GET", "admin", server("member_stdio"), label="member's stdio form"),
+        Case("POST", "admin", server("member_stdio"), changed=gone("member_stdio"), label="member's stdio"),
     ],
     "poll_now": [
         Case("POST", "member", server("admin_http"), changed=queued, label="http"),
