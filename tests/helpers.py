@@ -40,6 +40,14 @@ def sha(data: str | bytes) -> str:
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
 
 
+def webhook_signature(body: bytes, secret: str) -> str:
+    """What a receiver expects in `X-MCP-Tax-Signature`, computed from the README's definition
+    (`sha256=` + hex HMAC-SHA256 of the raw body, keyed with the channel's secret), not the sender's."""
+    import hmac
+
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
+
+
 def compact(value: Any) -> str:
     """Compact JSON as a client sends it: written here, not imported from the product."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -15,7 +15,7 @@ from django.db import DatabaseError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.notify.delivery import deliver, lock_stale_after, sweep_pending
+from dashboard.alerts.notify.delivery import deliver, sweep_pending
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, DeliveryStatus
 from dashboard.servers.health import stale_polls
 from dashboard.servers.models import McpServer, PollRun, Transport
@@ -174,12 +174,15 @@ def test_poll_now_tells_an_abandoned_lock_from_a_live_one(
     assert run.outcome == "ok" and run.trigger == "manual"
 
 
-def test_a_delivery_whose_worker_died_mid_attempt_is_swept_and_sent_once(team):
+def test_a_delivery_whose_worker_died_mid_attempt_is_swept_and_sent_once(team, settings):
     with Receiver([]) as hook:
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
         (delivery,) = deliveries_for(open_alert(team).alert)
         # A worker claimed it (one attempt counted) and was killed during the POST.
-        died_at = timezone.now() - lock_stale_after() - timedelta(seconds=1)
+        # Just past the rule (twice the send timeout plus the grace), written out, not imported.
+        died_at = timezone.now() - timedelta(
+            seconds=settings.NOTIFY_HTTP_TIMEOUT * 2 + settings.LEASE_GRACE_SECONDS + 1
+        )
         Delivery.objects.filter(pk=delivery.pk).update(
             locked_at=died_at, attempts=1, next_attempt_at=died_at - timedelta(minutes=3)
         )
