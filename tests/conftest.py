@@ -197,6 +197,30 @@ def polled_example_servers(team, alice):
     return servers
 
 
+class RateClock:
+    """The API rate limiter's clock, driven by the test: `now` seconds since the epoch."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def rate_clock(monkeypatch):
+    """Pins the rate limiter's clock 10 s into a minute (2026-01-01 00:00:10 UTC), so requests a
+    test sends within one window stay in it whatever the real clock does; `advance` moves it."""
+    from dashboard.teams import ratelimit
+
+    clock = RateClock(1_767_225_610.0)
+    monkeypatch.setattr(ratelimit, "clock", clock)
+    return clock
+
+
 @pytest.fixture
 def eager_celery():
     """Run Celery tasks in-process (the app reads its config once, so settings alone would not do)."""

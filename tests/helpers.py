@@ -25,6 +25,11 @@ T = TypeVar("T")
 # product refuses by default: the suite allows it (tests/conftest.py), and the tests of the
 # outbound policy take it away again.
 LOOPBACK_NETWORKS = ["127.0.0.0/8", "::1/128"]
+# How long a test lets a server start and answer its handshake (or a socket connect): sized for a
+# loaded 2-core machine, where a Python start-up alone can take seconds. The one setting for every
+# test that is not itself about a timeout (TEST_CONNECT_BUDGET, seconds); a fault or an answer
+# ends the wait at once, so a roomy budget costs nothing unless something hangs.
+CONNECT_BUDGET = float(os.environ.get("TEST_CONNECT_BUDGET", "30"))
 
 
 def need(reason: str) -> None:

@@ -22,6 +22,7 @@ from dashboard.servers.models import McpServer, PollRun, Transport
 from dashboard.servers.polling import claim, dispatch_due, poll_server
 from examples.servers.launch import stdio_command
 from tests.dashboard.alerts.factories import Receiver, deliveries_for, open_alert
+from tests.helpers import CONNECT_BUDGET
 
 pytestmark = pytest.mark.django_db
 
@@ -30,8 +31,8 @@ pytestmark = pytest.mark.django_db
 def patient_polls(settings):
     # Spawning a stdio server on a loaded 2-core machine can take seconds: these tests are about
     # leases, not timeouts, so a slow start must not turn a poll into a timeout.
-    settings.POLL_CONNECT_TIMEOUT = 60.0
-    settings.POLL_TOTAL_TIMEOUT = 120.0
+    settings.POLL_CONNECT_TIMEOUT = 2 * CONNECT_BUDGET
+    settings.POLL_TOTAL_TIMEOUT = 4 * CONNECT_BUDGET
 
 
 def _lean(team, name: str = "lean", **fields) -> McpServer:
