@@ -66,6 +66,25 @@ def s3_server(shared_ingest_storage):
     return shared_ingest_storage
 
 
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hasher():
+    """Users made by the tests hash their passwords with MD5, not the production PBKDF2 at a million
+    rounds (a quarter second of CPU per user, in hundreds of tests). The PBKDF2 hasher stays second,
+    so a hash made the production way still verifies; tests/dashboard/teams/test_views.py checks
+    that production hashes with PBKDF2."""
+    from django.test import override_settings
+
+    override = override_settings(
+        PASSWORD_HASHERS=[
+            "django.contrib.auth.hashers.MD5PasswordHasher",
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        ]
+    )
+    override.enable()
+    yield
+    override.disable()
+
+
 @pytest.fixture(autouse=True)
 def loopback_allowed(settings):
     """Every test may reach loopback (its own servers); a test of the policy sets this to []."""
@@ -375,28 +394,16 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-AXE_DIR = ROOT / "var" / "axe"  # cached across runs: installed once, by scripts/test.sh or here
+AXE_DIR = ROOT / "var" / "axe"  # installed by the set-up phase (scripts/test_setup.py), never here
 AXE_VERSION = "4"
 
 
 def axe_core_script() -> Path:
-    """axe-core's browser bundle from npm, installed under var/axe on first use."""
+    """axe-core's browser bundle, installed under var/axe by scripts/test_setup.py (the set-up phase
+    of `make test`): a test never reaches npm, so it runs the same with the network cut."""
     script = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
     if not script.exists():
-        import shutil
-
-        npm = shutil.which("npm")
-        if npm is None:
-            need_service("npm is not installed, so axe-core cannot be installed")
-        AXE_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--prefix", str(AXE_DIR), "--no-audit", "--no-fund", f"axe-core@{AXE_VERSION}"],
-            check=False,
-            capture_output=True,
-            timeout=300,
-        )
-        if not script.exists():
-            need_service("axe-core could not be installed from npm")
+        need_service("axe-core is not installed under var/axe: run scripts/test_setup.py (make test does)")
     return script
 
 
