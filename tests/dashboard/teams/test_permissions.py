@@ -449,7 +449,9 @@ def role_world(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.mark.parametrize(("name", "index", "principal"), CASES)
-def test_role_matrix(name, index, principal, client, role_world, settings, django_capture_on_commit_callbacks):
+def test_role_matrix(
+    name, index, principal, client, role_world, settings, django_capture_on_commit_callbacks
+):
     if name not in TABLE:
         pytest.fail(f"{name} has no entry in TABLE: say which role it needs")
     case = TABLE[name][index]
