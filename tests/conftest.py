@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,15 +205,41 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     log.close()
 
 
+# The example servers' answers, one per (command, args, env): each release is polled for real once
+# per session, over stdio, and every later history gets that same answer.
+_EXAMPLE_ANSWERS: dict[str, Any] = {}
+
+
+def _answer_once_per_session(real: Any) -> Any:
+    import copy
+    import json as _json
+
+    def fetch(target: Any, **options: Any) -> Any:
+        key = _json.dumps([target.transport, target.command, target.args, sorted(target.env.items())])
+        if key not in _EXAMPLE_ANSWERS:
+            _EXAMPLE_ANSWERS[key] = real(target, **options)
+        return copy.deepcopy(_EXAMPLE_ANSWERS[key])
+
+    return fetch
+
+
 @pytest.fixture
 def polled_example_servers(team, alice):
-    """The demo's two example servers in `team`, each polled for real through its release history."""
+    """The demo's two example servers in `team`, polled through their release history by the
+    product's own poll (claim, record, figures, findings, budgets). The example servers are
+    deterministic, so each release's stdio exchange runs once per session (7 real polls per test
+    before); the answer is reused only while the history is built, never for a test's own polls."""
     from dashboard.demo import build_history, ensure_example_servers
+    from mcptax.client import fetch as fetch_module
 
     servers = {s.name: s for s in ensure_example_servers(team, owner=alice)}
-    for server in servers.values():
-        build_history(server)
-        server.refresh_from_db()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            fetch_module, "fetch_tools_sync", _answer_once_per_session(fetch_module.fetch_tools_sync)
+        )
+        for server in servers.values():
+            build_history(server)
+            server.refresh_from_db()
     return servers
 
 
