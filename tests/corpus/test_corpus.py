@@ -17,6 +17,7 @@ from dashboard.teams.models import ApiToken
 from mcptax import findings, tokens
 from mcptax.client import FetchResult
 from tests.corpus.conftest import CAPTURES, cl100k_tokens, modified_copy, oracle_tax, visible
+from tests.helpers import compact
 
 
 def test_the_corpus_has_at_least_twenty_servers():
@@ -79,6 +80,11 @@ def test_snapshot_page_gate_and_diff(capture, team, alice_client, client):
     )
     first, changed = record_snapshot(server, _fetch_result(capture, tools, version))
     assert changed and first.analysis_errors == []
+    # What the stdio replay checked for every capture (now four, tests/corpus/test_replay.py): the
+    # stored text is the capture's tools, key order included, with its version and instructions.
+    assert compact(first.tools_raw) == compact(tools)
+    assert first.server_version == version
+    assert first.instructions == (capture["initialize"].get("instructions") or "")
     assert first.fixed_tax_tokens == oracle_tax(tools)
     assert dict(first.tools.values_list("name", "tokens")) == {
         t["name"]: cl100k_tokens(visible(t)) for t in tools
