@@ -210,3 +210,33 @@ def test_a_frame_seen_before_the_dump_is_still_a_duplicate_after_the_load() -> N
         assert calls == [1, 2], cut  # written out: two calls, not three
         outcomes = {o.line_no: o.reason for o in items if isinstance(o, LineOutcome)}
         assert outcomes[6] == outcomes[7] == "duplicate_frame", (cut, outcomes)
+
+
+def test_a_frame_number_never_seen_before_the_dump_is_new_after_the_load() -> None:
+    """Frame numbers are kept as runs: a gap (seq 4, shipped late) must stay a gap through the dump,
+    or the late frame is taken for a duplicate and its call is lost."""
+    init = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "claude-code", "version": "2.0.1"}}
+    head = "".join(
+        [
+            _frame("g", 1, "c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+            _frame("g", 2, "s2c", {"jsonrpc": "2.0", "id": 0, "result": {"serverInfo": {"name": "f"}}}),
+            _frame("g", 3, "c2s", _call(1, "y" * 2000)),
+            _frame("g", 5, "s2c", _answer(1)),
+        ]
+    ).encode()
+    tail = "".join([_frame("g", 4, "c2s", _call(2, "z" * 2000)), _frame("g", 6, "s2c", _answer(2))]).encode()
+    parser_state: dict[str, Any] = {}
+    first = CallAssembler("envelope")
+    items = list(
+        assemble(
+            parse(io.BytesIO(head), "envelope", state=parser_state), "envelope", finish=False, assembler=first
+        )
+    )
+    restored, parser_state = load(dump(first, parser_state))
+    items += assemble(
+        shifted(parse(io.BytesIO(tail), "envelope", state=parser_state), 4, len(head)),
+        "envelope",
+        assembler=restored,
+    )
+    assert sorted(c.jsonrpc_id for c in items if isinstance(c, ObservedCall)) == [1, 2]
+    assert not [o for o in items if isinstance(o, LineOutcome) and o.reason == "duplicate_frame"]
