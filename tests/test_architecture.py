@@ -188,6 +188,32 @@ def _asserts_directly(fn: ast.AST) -> bool:
     return any(isinstance(n, ast.Assert) for n in ast.walk(fn)) or bool(_called_names(fn) & ASSERTING_CALLS)
 
 
+def _own_nodes(fn: ast.AST) -> list[ast.AST]:
+    """The nodes of `fn`'s own body, leaving out nested functions, lambdas and classes."""
+    found, stack = [], list(ast.iter_child_nodes(fn))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _returns_before_asserting(fn: ast.AST, asserting: set[str]) -> bool:
+    """A `return` at or before the first line that checks something: some runs check nothing."""
+    nodes = _own_nodes(fn)
+    checks = [
+        n.lineno
+        for n in nodes
+        if isinstance(n, ast.Assert)
+        or isinstance(n, ast.Call)
+        and _called_names(n) & (ASSERTING_CALLS | asserting)
+    ]
+    first = min(checks, default=None)
+    return any(isinstance(n, ast.Return) and (first is None or n.lineno <= first) for n in nodes)
+
+
 def test_every_test_function_asserts():
     """A test passes only by checking something: an `assert`, `pytest.raises`/`fail`, Playwright's
     `expect`, or a call to a helper (in its module, a conftest or tests/helpers.py) that does."""
@@ -209,9 +235,11 @@ def test_every_test_function_asserts():
                 if name not in asserting and _called_names(fn) & asserting:
                     asserting.add(name)
                     changed = True
-        for name in _functions(tree):
+        for name, fn in _functions(tree).items():
             if name.startswith("test_") and name not in asserting:
                 silent.append(f"{path.relative_to(ROOT)}::{name}")
+            elif name.startswith("test_") and _returns_before_asserting(fn, asserting):
+                silent.append(f"{path.relative_to(ROOT)}::{name} (can return before its first check)")
     assert silent == [], f"these tests assert nothing: {silent}"
 
 

@@ -1,17 +1,21 @@
 """The per-token rate limit of the JSON API, one mechanism for every route that needs one.
 
 A fixed one-minute window in the shared cache (Redis in production), so every web process counts
-against the same budget; each route has its own budget (`scope`), per token.
+against the same budget; each route has its own budget (`scope`), per token. The window is read
+from `clock` (wall-clock seconds), which tests replace to put requests where they want them
+relative to a minute boundary instead of wherever the real clock happens to be.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from django.core.cache import cache
 from django.http import JsonResponse
 
 WINDOW_SECONDS = 60
+clock: Callable[[], float] = time.time
 
 
 def retry_after(scope: str, token_key: str, limit: int) -> int | None:
@@ -22,7 +26,7 @@ def retry_after(scope: str, token_key: str, limit: int) -> int | None:
     """
     if limit <= 0:
         return None
-    now = time.time()
+    now = clock()
     window = int(now // WINDOW_SECONDS)
     key = f"{scope}-api-rate:{token_key}:{window}"
     cache.add(key, 0, timeout=WINDOW_SECONDS + 5)

@@ -47,9 +47,11 @@ def worker_env(tmp_path_factory) -> dict[str, str]:
         "VAR_DIR": str(var),
         "DJANGO_SETTINGS_MODULE": "config.settings",
         # Short leases, so a dead holder is recognised in seconds: a live poll could hold the lock
-        # for 2 x 15 + 1 s, a live POST for 2 x 5 + 1 s, a live ingest 5 s between heartbeats.
-        "POLL_CONNECT_TIMEOUT": "15",
-        "POLL_TOTAL_TIMEOUT": "15",
+        # for 2 x 8 + 1 s (31 s with the 15 s this had; the poll of the recovery answers in well
+        # under 8 s, the hang is the killed worker's), a live POST for 2 x 5 + 1 s, a live ingest
+        # 5 s between heartbeats.
+        "POLL_CONNECT_TIMEOUT": "8",
+        "POLL_TOTAL_TIMEOUT": "8",
         "NOTIFY_HTTP_TIMEOUT": "5",
         "LEASE_GRACE_SECONDS": "1",
         "INGEST_JOB_LEASE_SECONDS": "5",

@@ -17,6 +17,7 @@ from dashboard.teams.models import ApiToken
 from mcptax import findings, tokens
 from mcptax.client import FetchResult
 from tests.corpus.conftest import CAPTURES, cl100k_tokens, modified_copy, oracle_tax, visible
+from tests.helpers import compact
 
 
 def test_the_corpus_has_at_least_twenty_servers():
@@ -30,8 +31,28 @@ def test_fixed_tax_matches_the_formula_and_findings_run(capture):
     assert [t.tokens for t in report.tools] == [cl100k_tokens(visible(t)) for t in tools]
     found = findings.analyze(tools)
     names = {t["name"] for t in tools}
-    for finding in found:
-        assert set(finding.tools) <= names and finding.kind in findings.KINDS
+    assert all(set(finding.tools) <= names for finding in found)
+    assert {finding.kind for finding in found} <= FINDING_KINDS
+
+
+# The six kinds of finding, written here (not read from the product's own tuple).
+FINDING_KINDS = {
+    "near_duplicate_tools",
+    "oversized_description",
+    "oversized_schema",
+    "repeated_subschema",
+    "bulk_without_reference",
+    "large_surface",
+}
+
+
+def test_the_corpus_yields_every_kind_of_finding():
+    """The per-capture check above passes on a capture with no findings: across the corpus, each
+    kind must actually occur, so a rule that stopped firing altogether fails here."""
+    from tests.corpus.conftest import load_capture
+
+    seen = {f.kind for path in CAPTURES for f in findings.analyze(load_capture(path)["tools"])}
+    assert seen == FINDING_KINDS
 
 
 def _fetch_result(capture: dict, tools: list[dict], version: str) -> FetchResult:
@@ -59,6 +80,11 @@ def test_snapshot_page_gate_and_diff(capture, team, alice_client, client):
     )
     first, changed = record_snapshot(server, _fetch_result(capture, tools, version))
     assert changed and first.analysis_errors == []
+    # What the stdio replay checked for every capture (now four, tests/corpus/test_replay.py): the
+    # stored text is the capture's tools, key order included, with its version and instructions.
+    assert compact(first.tools_raw) == compact(tools)
+    assert first.server_version == version
+    assert first.instructions == (capture["initialize"].get("instructions") or "")
     assert first.fixed_tax_tokens == oracle_tax(tools)
     assert dict(first.tools.values_list("name", "tokens")) == {
         t["name"]: cl100k_tokens(visible(t)) for t in tools

@@ -1,15 +1,14 @@
 """Real servers installed from npm and PyPI and polled for real through the product's commands.
 
-Runs in CI (the registries are reachable there); on a machine without npm or network it skips
-through `need`. Installs go through scripts/capture_servers.py and are cached under var/servers.
+The set-up phase of `make test` (scripts/test_setup.py, through scripts/capture_servers.py)
+installs them under var/servers; the test itself never reaches a registry, so it runs the same with
+the network cut. Without the installs it skips locally and fails with CI=true (`need`).
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import shutil
-import socket
 import sys
 from io import StringIO
 from pathlib import Path
@@ -24,35 +23,18 @@ from tests.helpers import need
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 import capture_servers  # noqa: E402
+import test_setup  # noqa: E402
 
-LIVE = ("time", "memory", "playwright")
+LIVE = test_setup.LIVE_SERVERS
 pytestmark = [pytest.mark.live, pytest.mark.slow, pytest.mark.django_db]
-
-
-def _reachable(host: str) -> bool:
-    try:
-        socket.create_connection((host, 443), timeout=5).close()
-    except OSError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")
 def installed() -> list[capture_servers.CorpusServer]:
-    if shutil.which("npm") is None:
-        need("npm is not installed")
-    for host in ("registry.npmjs.org", "pypi.org"):
-        if not _reachable(host):
-            need(f"{host} is not reachable")
-    servers = [s for s in capture_servers.CORPUS if s.name in LIVE]
-    mp = pytest.MonkeyPatch()
-    # Cached beside the lead's captures (var/servers), whatever VAR_DIR the test run uses.
-    mp.setenv("VAR_DIR", str(ROOT / "var"))
-    try:
-        capture_servers.install(servers)
-    finally:
-        mp.undo()
-    return servers
+    missing = test_setup.live_servers_missing()
+    if missing:
+        need(f"not installed under var/servers: {', '.join(missing)}; run scripts/test_setup.py")
+    return [s for s in capture_servers.CORPUS if s.name in LIVE]
 
 
 @pytest.mark.parametrize("name", LIVE)

@@ -25,8 +25,32 @@ def _assert_replayed(summary, document: dict) -> None:
     assert snapshot.analysis_errors == []
 
 
-@pytest.mark.parametrize("path", CAPTURES, ids=[p.stem for p in CAPTURES])
-def test_every_capture_replays_over_stdio_in_pages(team, path):
+# Four captures stand for the corpus over stdio (about 3 s each): what the transport can get wrong
+# shows in these; every capture's tools go through record_snapshot in test_corpus.py.
+REPRESENTATIVE = {
+    "paged": "chrome-devtools@1.11.0",  # the most tools: 32, seven pages of 5
+    "quirky key order": "duckduckgo@0.7.0",  # description, inputSchema, then name
+    "largest": "notion@2.5.2",  # 132,870 bytes
+    "smallest": "postgres@0.6.2",  # 350 bytes
+}
+
+
+def test_the_representatives_are_still_what_they_stand_for():
+    documents = {p.stem: load_capture(p) for p in CAPTURES}
+    sizes = {p.stem: p.stat().st_size for p in CAPTURES}
+    assert max(documents, key=lambda n: len(documents[n]["tools"])) == REPRESENTATIVE["paged"]
+    assert list(documents[REPRESENTATIVE["quirky key order"]]["tools"][0])[:3] == [
+        "description",
+        "inputSchema",
+        "name",
+    ]
+    assert max(sizes, key=sizes.__getitem__) == REPRESENTATIVE["largest"]
+    assert min(sizes, key=sizes.__getitem__) == REPRESENTATIVE["smallest"]
+
+
+@pytest.mark.parametrize("name", REPRESENTATIVE.values(), ids=list(REPRESENTATIVE))
+def test_representative_captures_replay_over_stdio_in_pages(team, name):
+    path = next(p for p in CAPTURES if p.stem == name)
     command, args, env = stdio_command("replay", str(path), "--page-size", "5")
     server = McpServer.objects.create(
         team=team, name=path.stem[:100], transport=Transport.STDIO, command=command, args=args, env=env

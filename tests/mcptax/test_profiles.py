@@ -124,3 +124,21 @@ def test_names_and_unknown_profiles():
         "name": "mcp__s__ping",
         "input_schema": {"type": "object"},
     }
+
+
+# Instructions whose count differs between the encodings ("Be brief." is 3 tokens in both, so a
+# count in the wrong encoding would pass with it): hand-checked with tiktoken at a prompt.
+JAPANESE_INSTRUCTIONS = "Always answer in Japanese: 日本語で簡潔に答えてください。"
+INSTRUCTIONS_HAND_CHECKED = {"cl100k_base": 22, "o200k_base": 15}
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_instructions_are_counted_in_the_reports_encoding(encoding):
+    expected = INSTRUCTIONS_HAND_CHECKED[encoding]
+    assert ref_count(JAPANESE_INSTRUCTIONS, encoding) == expected
+    assert tokens.account(TOOLS, JAPANESE_INSTRUCTIONS, encoding=encoding).instructions_tokens == expected
+    for profile in profiles.PROFILES:
+        report = profiles.account(
+            TOOLS, JAPANESE_INSTRUCTIONS, profile=profile, encoding=encoding, server=SERVER
+        )
+        assert report.instructions_tokens == expected, profile

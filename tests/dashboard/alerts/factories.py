@@ -17,7 +17,7 @@ from dashboard.tasks import poll as poll_server
 from examples.servers.launch import stdio_command
 from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
 from tests.conftest import ROOT
-from tests.helpers import Receiver
+from tests.helpers import CONNECT_BUDGET, Receiver
 
 __all__ = ["Receiver"]
 
@@ -46,7 +46,9 @@ def fetch_example(name: str, grown: bool) -> FetchResult:
         name, "--root", str(ROOT / "examples"), env={"MCP_EXAMPLE_GROWN": "1" if grown else "0"}
     )
     target = ServerTarget(transport="stdio", command=command, args=args, env=env)
-    return fetch_tools_sync(target, connect_timeout=15, total_timeout=60, max_bytes=5_000_000)
+    return fetch_tools_sync(
+        target, connect_timeout=CONNECT_BUDGET, total_timeout=2 * CONNECT_BUDGET, max_bytes=5_000_000
+    )
 
 
 def stdio_server(team, name="files-sprawl", module="sprawling", tmp_path=None) -> McpServer:

@@ -9,7 +9,6 @@ from django.utils import timezone
 
 from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, EventKind, NotificationEvent
-from dashboard.alerts.notify.webhook import SIGNATURE_HEADER, verify
 from dashboard.servers.models import McpServer, Snapshot, Stack
 from tests.dashboard.alerts.factories import (
     SPRAWL_V14,
@@ -21,7 +20,7 @@ from tests.dashboard.alerts.factories import (
     stdio_server,
 )
 from tests.dashboard.factories import send_sentinels_through_every_queue
-from tests.helpers import wait_until
+from tests.helpers import wait_until, webhook_signature
 
 
 @pytest.mark.slow
@@ -59,7 +58,7 @@ def test_grown_release_sends_one_signed_webhook_then_the_resolution(
         assert grown_snapshot.limits["fixed_tax_tokens"]["breached"] is True
         assert len(hook.requests) == 1
         request = hook.requests[0]
-        assert verify(request["body"], secret, request["headers"][SIGNATURE_HEADER])
+        assert request["headers"]["X-MCP-Tax-Signature"] == webhook_signature(request["body"], secret)
         opened = hook.json()
         assert opened["event"] == "alert.opened"
         assert opened["alert"]["measure"] == "fixed_tax_tokens" and opened["alert"]["value"] == SPRAWL_V15
@@ -77,7 +76,10 @@ def test_grown_release_sends_one_signed_webhook_then_the_resolution(
         assert len(hook.requests) == 2
         resolved = hook.json()
         assert resolved["event"] == "alert.resolved" and resolved["alert"]["id"] == str(alert.code)
-        assert verify(hook.requests[1]["body"], secret, hook.requests[1]["headers"][SIGNATURE_HEADER])
+        resolved_request = hook.requests[1]
+        assert resolved_request["headers"]["X-MCP-Tax-Signature"] == webhook_signature(
+            resolved_request["body"], secret
+        )
         alert.refresh_from_db()
         assert alert.state == AlertState.RESOLVED and alert.resolved_snapshot_id == shrunk.snapshot_id
         assert not Delivery.objects.filter(processed=None).exists()

@@ -7,7 +7,7 @@ swept; polls drifted by up to one beat tick every interval.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.contrib.messages import get_messages
@@ -15,13 +15,15 @@ from django.db import DatabaseError, connection
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.notify.delivery import deliver, lock_stale_after, sweep_pending
+from dashboard.alerts.notify.delivery import deliver, sweep_pending
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, DeliveryStatus
+from dashboard.servers.health import stale_polls
 from dashboard.servers.models import McpServer, PollRun, Transport
 from dashboard.servers.polling import claim, dispatch_due
 from dashboard.tasks import poll as poll_server
 from examples.servers.launch import stdio_command
 from tests.dashboard.alerts.factories import Receiver, deliveries_for, open_alert
+from tests.helpers import CONNECT_BUDGET
 
 pytestmark = pytest.mark.django_db
 
@@ -30,8 +32,8 @@ pytestmark = pytest.mark.django_db
 def patient_polls(settings):
     # Spawning a stdio server on a loaded 2-core machine can take seconds: these tests are about
     # leases, not timeouts, so a slow start must not turn a poll into a timeout.
-    settings.POLL_CONNECT_TIMEOUT = 60.0
-    settings.POLL_TOTAL_TIMEOUT = 120.0
+    settings.POLL_CONNECT_TIMEOUT = 2 * CONNECT_BUDGET
+    settings.POLL_TOTAL_TIMEOUT = 4 * CONNECT_BUDGET
 
 
 def _lean(team, name: str = "lean", **fields) -> McpServer:
@@ -174,12 +176,15 @@ def test_poll_now_tells_an_abandoned_lock_from_a_live_one(
     assert run.outcome == "ok" and run.trigger == "manual"
 
 
-def test_a_delivery_whose_worker_died_mid_attempt_is_swept_and_sent_once(team):
+def test_a_delivery_whose_worker_died_mid_attempt_is_swept_and_sent_once(team, settings):
     with Receiver([]) as hook:
         Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
         (delivery,) = deliveries_for(open_alert(team).alert)
         # A worker claimed it (one attempt counted) and was killed during the POST.
-        died_at = timezone.now() - lock_stale_after() - timedelta(seconds=1)
+        # Just past the rule (twice the send timeout plus the grace), written out, not imported.
+        died_at = timezone.now() - timedelta(
+            seconds=settings.NOTIFY_HTTP_TIMEOUT * 2 + settings.LEASE_GRACE_SECONDS + 1
+        )
         Delivery.objects.filter(pk=delivery.pk).update(
             locked_at=died_at, attempts=1, next_attempt_at=died_at - timedelta(minutes=3)
         )
@@ -191,3 +196,29 @@ def test_a_delivery_whose_worker_died_mid_attempt_is_swept_and_sent_once(team):
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.SENT and delivery.locked_at is None
     assert sweep_pending(enqueue=swept.append) == []
+
+
+# T is the longest a live poll can hold the lock (POLL_TOTAL_TIMEOUT); the documented rule
+# (docs/operations.md) takes a lock as a dead worker's past 2T plus the grace. Ages around T and 2T
+# (plus the grace), a second either side, with the lock written as a raw timestamp.
+LOCKED_AT = datetime(2026, 3, 4, 5, 6, 7, tzinfo=UTC)
+T, GRACE, EPS = 100, 60, timedelta(seconds=1)
+LOCK_AGES = {
+    "T-e": (timedelta(seconds=T + GRACE) - EPS, False),
+    "T+e": (timedelta(seconds=T + GRACE) + EPS, False),
+    "2T-e": (timedelta(seconds=2 * T + GRACE) - EPS, False),
+    "2T+e": (timedelta(seconds=2 * T + GRACE) + EPS, True),
+}
+
+
+@pytest.mark.parametrize("age_name", list(LOCK_AGES))
+def test_a_lock_goes_stale_only_past_twice_the_longest_poll(team, settings, age_name):
+    settings.POLL_TOTAL_TIMEOUT, settings.LEASE_GRACE_SECONDS = float(T), GRACE
+    age, stale = LOCK_AGES[age_name]
+    server = _lean(team)
+    McpServer.objects.filter(pk=server.pk).update(polling_since=LOCKED_AT, poll_lease="dead-worker")
+    now = LOCKED_AT + age
+    server.refresh_from_db()
+    assert server.lock_is_stale(now) is stale
+    assert McpServer.objects.lock_free(now).filter(pk=server.pk).exists() is stale
+    assert [lease.label for lease in stale_polls([team], now)] == ([f"{team.slug}/lean"] if stale else [])

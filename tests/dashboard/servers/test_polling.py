@@ -27,7 +27,7 @@ from tests.dashboard.factories import (
     record,
     send_sentinels_through_every_queue,
 )
-from tests.helpers import compact, sha, wait_until
+from tests.helpers import CONNECT_BUDGET, compact, sha, wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -113,8 +113,11 @@ def test_http_poll_of_the_lean_server_and_pagination_gives_the_same_identity(tea
     ],
 )
 def test_faults_are_recorded_not_fatal(team, settings, mode, outcome):
-    settings.POLL_TOTAL_TIMEOUT = 4
-    settings.POLL_CONNECT_TIMEOUT = 3
+    # Only the hang waits for a budget (and is a timeout however slow the start); every other fault
+    # ends the poll at once, so its budget is the suite's roomy one: a 3 s budget turned a slow
+    # start on a loaded machine into `timeout`.
+    settings.POLL_CONNECT_TIMEOUT = 3 if mode == "hang" else CONNECT_BUDGET
+    settings.POLL_TOTAL_TIMEOUT = 4 if mode == "hang" else 2 * CONNECT_BUDGET
     settings.POLL_MAX_BYTES = 1024 * 1024
     bad = _stdio_server(team, f"bad-{mode}", "misbehaving", "--mode", mode)
     summary = poll_server(bad.pk)
@@ -132,7 +135,7 @@ def test_faults_are_recorded_not_fatal(team, settings, mode, outcome):
         assert "exited with code 3" in summary.message
     # A healthy server polls fine afterwards (with room to start on a loaded machine: the short
     # timeouts above are for the faults, not for this).
-    settings.POLL_TOTAL_TIMEOUT = settings.POLL_CONNECT_TIMEOUT = 60
+    settings.POLL_TOTAL_TIMEOUT = settings.POLL_CONNECT_TIMEOUT = 2 * CONNECT_BUDGET
     good = _stdio_server(team, "good", "lean")
     assert poll_server(good.pk).outcome == "ok"
 

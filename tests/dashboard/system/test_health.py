@@ -18,9 +18,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.notify.delivery import create_test_delivery, lock_stale_after
+from dashboard.alerts.notify.delivery import create_test_delivery
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery
-from dashboard.servers.models import McpServer, Transport, poll_lock_stale_after
+from dashboard.servers.models import McpServer, Transport
 from dashboard.system import outages
 from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.models import ApiToken, Membership
@@ -47,20 +47,22 @@ def _bearer(plaintext: str) -> dict[str, str]:
 
 
 def _stale_leases(team, alice):
-    """One lease of each kind, held by a worker that stopped renewing it."""
+    """One lease of each kind, held by a worker that stopped renewing it: taken a day ago, written
+    as a raw timestamp (far past any staleness rule the settings give: minutes, not a day)."""
     now = timezone.now()
+    a_day_ago = now - timedelta(days=1)
     server = McpServer.objects.create(
         team=team,
         name="docs",
         transport=Transport.HTTP,
         url="http://127.0.0.1:9/mcp",
         owner=alice,
-        polling_since=now - poll_lock_stale_after() - timedelta(minutes=1),
+        polling_since=a_day_ago,
         poll_lease="task-of-a-dead-worker",
     )
     channel = Channel.objects.create(team=team, name="ops", kind=ChannelKind.EMAIL, config={"to": ["o@x.io"]})
     delivery = create_test_delivery(channel)
-    Delivery.objects.filter(pk=delivery.pk).update(locked_at=now - lock_stale_after() - timedelta(minutes=1))
+    Delivery.objects.filter(pk=delivery.pk).update(locked_at=a_day_ago)
     job = pipeline.ingest_bytes(
         team, make_envelope_log(1), source=IngestJob.Source.UPLOAD, filename="cap.jsonl", run=False
     )

@@ -42,6 +42,9 @@ class World:
     own_http: McpServer
     admin_http: McpServer
     stdio: McpServer
+    # A stdio server the member registered (before stdio became admin-only, or through an admin
+    # who handed it over): owning it must not let the member edit a command line run on a worker.
+    member_stdio: McpServer
     snapshot: Snapshot
     stack: Stack
     alert: Alert
@@ -89,6 +92,18 @@ def _http_server(team: Team, role: str, owner: User) -> McpServer:
     )
 
 
+def _stdio_server(team: Team, name: str, owner: User) -> McpServer:
+    return McpServer.objects.create(
+        team=team,
+        name=name,
+        transport=Transport.STDIO,
+        command="python",
+        args=["-m", "examples.servers.lean"],
+        env={"TOKEN": "stdio-secret"},
+        owner=owner,
+    )
+
+
 def build_world(tmp_path: Path) -> World:
     team = Team.objects.create(name="Platform")
     users = {role: _user(role) for role in TEAM_ROLES}
@@ -102,15 +117,8 @@ def build_world(tmp_path: Path) -> World:
 
     own_http = _http_server(team, "member", users["member"])
     admin_http = _http_server(team, "admin", users["admin"])
-    stdio = McpServer.objects.create(
-        team=team,
-        name="files",
-        transport=Transport.STDIO,
-        command="python",
-        args=["-m", "examples.servers.lean"],
-        env={"TOKEN": "stdio-secret"},
-        owner=users["admin"],
-    )
+    stdio = _stdio_server(team, "files", users["admin"])
+    member_stdio = _stdio_server(team, "member-files", users["member"])
     snapshot = record(admin_http, [tool("read", "Read a file.")], "1.0.0")
     stack = Stack.objects.create(team=team, name="agent")
     stack.servers.set([admin_http, stdio])
@@ -150,6 +158,7 @@ def build_world(tmp_path: Path) -> World:
         own_http=own_http,
         admin_http=admin_http,
         stdio=stdio,
+        member_stdio=member_stdio,
         snapshot=snapshot,
         stack=stack,
         alert=alert,

@@ -37,7 +37,7 @@ from tests.dashboard.teams.roles_cases import (
     queued,
     server,
 )
-from tests.dashboard.teams.roles_world import PRINCIPALS, World, alert_is, build_world, bulk_ack, url_names
+from tests.dashboard.teams.roles_world import PRINCIPALS, World, alert_is, bulk_ack, url_names
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
 
@@ -159,12 +159,24 @@ TABLE: dict[str, list[Case]] = {
             lambda w: server_form(w, "files", transport="stdio", url="", command_line="python -m x"),
             edited("stdio"),
         ),
+        # The member's own stdio server: owning it is not enough, a command line needs an admin.
+        Case("GET", "admin", server("member_stdio"), label="member's stdio form"),
+        Case(
+            "POST",
+            "admin",
+            server("member_stdio"),
+            lambda w: server_form(w, "member-files", transport="stdio", url="", command_line="python -m x"),
+            edited("member_stdio"),
+            label="member's stdio",
+        ),
     ],
     "server_delete": [
         Case("GET", "member", server("own_http")),
         Case("POST", "member", server("own_http"), changed=gone("own_http")),
         Case("POST", "admin", server("admin_http"), changed=gone("admin_http")),
         Case("POST", "admin", server("stdio"), changed=gone("stdio")),
+        Case("GET", "admin", server("member_stdio"), label="member's stdio form"),
+        Case("POST", "admin", server("member_stdio"), changed=gone("member_stdio"), label="member's stdio"),
     ],
     "poll_now": [
         Case("POST", "member", server("admin_http"), changed=queued, label="http"),
@@ -431,11 +443,13 @@ CASES = [
 
 
 @pytest.mark.parametrize(("name", "index", "principal"), CASES)
-def test_role_matrix(name, index, principal, client, tmp_path, settings, django_capture_on_commit_callbacks):
+def test_role_matrix(
+    name, index, principal, client, role_world, settings, django_capture_on_commit_callbacks
+):
     if name not in TABLE:
         pytest.fail(f"{name} has no entry in TABLE: say which role it needs")
     case = TABLE[name][index]
-    world = build_world(tmp_path)
+    world = role_world
     settings.INGEST_WATCH_DIRS = [str(world.watch_root)]
     if principal != "anonymous":
         client.force_login(world.users[principal])
@@ -463,9 +477,9 @@ def test_role_matrix(name, index, principal, client, tmp_path, settings, django_
         assert callbacks == []
 
 
-def test_pages_hide_the_controls_a_role_lacks(client, tmp_path):
+def test_pages_hide_the_controls_a_role_lacks(client, role_world):
     """The server's refusal is what counts (above); the pages also leave out what would be refused."""
-    world = build_world(tmp_path)
+    world = role_world
     slug = world.team.slug
     pages = {
         "poll": reverse("server_detail", args=[slug, world.stdio.code]),

@@ -108,3 +108,25 @@ def test_an_admin_reset_lifts_a_lockout(client, alice):
     assert _login(client, "alice", "pw-for-tests-123").status_code == 429
     call_command("axes_reset_username", "alice", stdout=StringIO())
     assert _login(client, "alice", "pw-for-tests-123").status_code == 302
+
+
+def test_production_hashes_passwords_with_pbkdf2_at_a_million_rounds():
+    """The suite hashes with MD5 for speed (tests/conftest.py); the product, as `manage.py` starts
+    it, must still hash with PBKDF2-SHA256 at Django's 1,000,000 rounds."""
+    import os
+
+    from tests.helpers import manage_shell
+
+    code = (
+        "from django.contrib.auth.hashers import make_password\n"
+        "algorithm, rounds, _salt, _hash = make_password('pw').split('$')\n"
+        "print(algorithm, rounds)"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")}
+    # The last line: `shell` may first say how many objects it imported.
+    assert manage_shell(env, code).strip().splitlines()[-1].split() == ["pbkdf2_sha256", "1000000"]
+
+
+def test_the_suite_hashes_with_the_fast_hasher(db, django_user_model):
+    user = django_user_model.objects.create_user("speedy", password="pw-for-tests-123")
+    assert user.password.startswith("md5$") and user.check_password("pw-for-tests-123")

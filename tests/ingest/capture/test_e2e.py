@@ -2,17 +2,15 @@
 server (stdio and Streamable HTTP), the log is ingested, and the stored hash is the file's hash and
 the server's. Then the same traffic captured by mitmproxy (HAR) ingests to the same calls.
 
-mitmproxy cannot live in our virtualenv (it pins its own h11), so a session fixture installs it
-from PyPI into var/mitm-venv (with Python 3.12+ when the machine has one, else this Python and
-mitmproxy 11); when that is impossible the HAR test skips locally and fails with CI=true.
+mitmproxy cannot live in our virtualenv (it pins its own h11): the set-up phase of `make test`
+(scripts/test_setup.py) installs it from PyPI into var/mitm-venv, so the test never reaches a
+registry; without it the HAR test skips locally and fails with CI=true.
 """
 
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -151,39 +149,12 @@ def test_sdk_client_through_the_http_proxy_to_the_lean_server(team, tmp_path):
 # -- mitmproxy ------------------------------------------------------------------------------------
 
 
-def _python_for_mitmproxy() -> str:
-    candidates = [shutil.which(f"python3.{minor}") for minor in (12, 13)]
-    candidates += sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.1[23]*/bin/python3")))
-    for candidate in filter(None, candidates):
-        with contextlib.suppress(OSError, subprocess.SubprocessError):
-            probe = subprocess.run([candidate, "--version"], capture_output=True, text=True, timeout=20)
-            if probe.returncode == 0 and probe.stdout.startswith("Python 3.1"):
-                return candidate
-    # mitmproxy 11 still supports Python 3.11, the oldest this project runs on; pip picks it.
-    return sys.executable
-
-
 @pytest.fixture(scope="session")
 def mitmdump() -> str:
-    """Path of a mitmdump installed from PyPI into its own virtualenv (reused between runs)."""
+    """Path of the mitmdump the set-up phase installed into its own virtualenv."""
     binary = MITM_VENV / "bin" / "mitmdump"
-    if binary.exists():
-        return str(binary)
-    python = _python_for_mitmproxy()
-    try:
-        subprocess.run([python, "-m", "venv", str(MITM_VENV)], check=True, capture_output=True, timeout=120)
-        install = subprocess.run(
-            [str(MITM_VENV / "bin" / "pip"), "install", "-q", "mitmproxy>=11,<13"],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-    except (OSError, subprocess.SubprocessError) as exc:
-        shutil.rmtree(MITM_VENV, ignore_errors=True)
-        need(f"cannot create a virtualenv for mitmproxy: {exc}")
-    if install.returncode != 0 or not binary.exists():
-        shutil.rmtree(MITM_VENV, ignore_errors=True)
-        need(f"pip install mitmproxy failed: {install.stderr[-2000:]}")
+    if not binary.exists():
+        need(f"mitmproxy is not installed in {MITM_VENV}: run scripts/test_setup.py (make test does)")
     return str(binary)
 
 

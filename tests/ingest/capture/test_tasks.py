@@ -129,7 +129,7 @@ def test_the_task_runs_a_job_on_a_real_worker(postgres_and_redis, celery_worker_
 @pytest.mark.slow  # starts with a real worker; the job goes through the broker
 @pytest.mark.django_db(transaction=True)
 def test_upload_and_api_jobs_run_on_a_real_worker(
-    postgres_and_redis, celery_worker_process, alice_client, team, settings
+    postgres_and_redis, celery_worker_process, alice_client, team, settings, rate_clock
 ):
     """PostgreSQL + Redis: the upload's job goes through the broker to a real `celery worker`, and the
     API's queued mode too; the rate limit counts in the shared (Redis) cache."""

@@ -16,23 +16,32 @@ from ingest.capture.uploads import store_upload
 from ingest.capture.watch import scan_all
 from ingest.capture.watchguard import WatchRefused
 from tests.conftest import make_envelope_log
-from tests.helpers import need, sha
+from tests.helpers import sha
 
 # Not a log: if any of it is ever read, it shows up as quarantined lines.
 SECRET = b'{"password": "hunter2 is not a log line"}\n' * 300
 
 
-def reuse_inode(directory: Path, inode: int, name: str, data: bytes) -> Path:
-    """Create ``name`` so that it gets the freed ``inode`` (ext4 hands the lowest free inode out
-    again at once, so the first try is the usual case)."""
+def reuse_inode(directory: Path, followed: WatchedFile, name: str, data: bytes) -> Path:
+    """Create ``name`` under the (device, inode) the deleted ``followed`` file had: what the
+    scanner meets when the filesystem hands a freed inode out again.
+
+    ext4 hands the lowest free inode out again at once, so the first try is the usual case. tmpfs
+    (a CI runner's /tmp) numbers inodes from a counter and never does: there the followed row is
+    moved onto the new file's (device, inode), which is the same condition seen from the scanner,
+    the only place the reuse is observed."""
     for attempt in range(20):
         path = directory / name
         path.write_bytes(data)
-        if path.stat().st_ino == inode:
+        if path.stat().st_ino == followed.inode:
             return path
         path.rename(directory / f".held-{attempt}")  # hold this inode so the next try gets another
-    need("this filesystem does not hand out a freed inode again; the in-place tests cover the condition")
-    raise AssertionError("unreachable")
+    path = directory / name
+    path.write_bytes(data)
+    stat = path.stat()
+    WatchedFile.objects.filter(pk=followed.pk).update(device=stat.st_dev, inode=stat.st_ino)
+    followed.device, followed.inode = stat.st_dev, stat.st_ino
+    return path
 
 
 def read_secret() -> bool:
@@ -150,7 +159,7 @@ def test_a_deleted_logs_inode_reused_by_an_unrelated_file_is_never_read(watched,
     scan_all()
     followed = WatchedFile.objects.get()
     log.unlink()
-    reuse_inode(folder, followed.inode, "notes.txt", SECRET)  # larger than the old offset
+    reuse_inode(folder, followed, "notes.txt", SECRET)  # larger than the old offset
     (scan,) = scan_all()
     assert not read_secret()
     job = IngestJob.objects.get(pk=followed.job_id)
@@ -168,7 +177,7 @@ def test_an_inode_reused_by_a_new_log_is_a_new_file_read_from_its_first_byte(wat
     scan_all()
     first = WatchedFile.objects.get()
     (folder / "a.jsonl").unlink()
-    b = reuse_inode(folder, first.inode, "b.jsonl", make_envelope_log(3, session="b"))
+    b = reuse_inode(folder, first, "b.jsonl", make_envelope_log(3, session="b"))
     scan_all()
     now = WatchedFile.objects.get()
     assert now.job_id != first.job_id and IngestJob.objects.get(pk=first.job_id).status == "done"

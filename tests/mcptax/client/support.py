@@ -8,12 +8,12 @@ from typing import Any
 from examples.servers.launch import stdio_command
 from mcptax.client import FetchResult, ServerTarget, fetch_tools_sync
 from mcptax.outbound import OutboundPolicy
-from tests.helpers import LOOPBACK_NETWORKS, compact, wait_until
+from tests.helpers import CONNECT_BUDGET, LOOPBACK_NETWORKS, compact, wait_until
 
 CONNECT_TIMEOUT = 2.0
 TOTAL_TIMEOUT = 4.0
 # Timeouts no fault may wait for: a fault noticed at once cannot be reported as a timeout.
-NEVER = {"connect_timeout": 60.0, "total_timeout": 90.0}
+NEVER = {"connect_timeout": CONNECT_BUDGET, "total_timeout": 2 * CONNECT_BUDGET}
 MAX_BYTES = 2_000_000
 # The example servers listen on loopback.
 LOOPBACK = OutboundPolicy.from_entries(LOOPBACK_NETWORKS)

@@ -10,7 +10,7 @@ import pytest
 from examples.servers.launch import serve_http
 from examples.servers.misbehaving import QUIRKY_PAGES
 from mcptax.client import FetchResult, PollError, ServerTarget, fetch_tools_sync
-from tests.helpers import compact, sha
+from tests.helpers import CONNECT_BUDGET, compact, sha
 from tests.mcptax.client.support import MAX_BYTES, compact_size, fetch, stdio_target
 
 pytestmark = pytest.mark.timeout(120)
@@ -118,7 +118,9 @@ def test_fetch_tools_sync_works_inside_a_running_event_loop(tmp_path: Path) -> N
     target = stdio_target("lean", "--root", str(tmp_path))
 
     async def main() -> FetchResult:
-        return fetch_tools_sync(target, connect_timeout=10, total_timeout=20, max_bytes=MAX_BYTES)
+        return fetch_tools_sync(
+            target, connect_timeout=CONNECT_BUDGET, total_timeout=2 * CONNECT_BUDGET, max_bytes=MAX_BYTES
+        )
 
     assert anyio.run(main).server_name == "files-lean"
 

@@ -10,6 +10,7 @@ import anyio
 import pytest
 
 from mcptax.client import PollError, fetch_tools
+from tests.helpers import CONNECT_BUDGET
 from tests.mcptax.client.support import MAX_BYTES, assert_dead, fetch, process_state, stdio_target
 
 pytestmark = pytest.mark.timeout(120)
@@ -20,8 +21,10 @@ def test_stuck_stdio_server_and_its_helper_are_killed_and_reaped(tmp_path: Path)
     target = stdio_target(
         "misbehaving", "--mode", "hang", "--spawn-child", "--ignore-sigterm", "--pid-file", str(pid_file)
     )
+    # The hang must come after the server wrote its pid file: the budget lets it start however
+    # loaded the machine is (a 1 s budget ran out before the start on a busy machine).
     with pytest.raises(PollError) as caught:
-        fetch(target, connect_timeout=1.0, total_timeout=2.0)
+        fetch(target, connect_timeout=CONNECT_BUDGET, total_timeout=CONNECT_BUDGET)
     assert caught.value.outcome == "timeout"
     server_pid, helper_pid = (int(line) for line in pid_file.read_text().split())
     assert process_state(server_pid) == "gone", "the server must be reaped, not left a zombie"
@@ -49,7 +52,9 @@ def test_stdio_server_is_reaped_when_the_caller_cancels(tmp_path: Path) -> None:
 
     async def main() -> bool:
         with anyio.move_on_after(1.5) as scope:
-            await fetch_tools(target, connect_timeout=30, total_timeout=60, max_bytes=MAX_BYTES)
+            await fetch_tools(
+                target, connect_timeout=CONNECT_BUDGET, total_timeout=2 * CONNECT_BUDGET, max_bytes=MAX_BYTES
+            )
         return scope.cancelled_caught
 
     # The caller's cancellation wins over the 30 s connect timeout, and the server (which

@@ -169,3 +169,74 @@ def test_state_dumped_and_loaded_mid_file_reads_on_as_one_reader(fmt: str, name:
 def test_a_damaged_state_is_refused() -> None:
     with pytest.raises(StateError):
         load(b"not a state")
+
+
+def repeated_frames_log() -> bytes:
+    """One session whose call is shipped twice (a re-sent chunk of the log): the request frame and
+    its answer appear again, same (session, seq), after other frames."""
+    init = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "claude-code", "version": "2.0.1"}}
+    first = [
+        _frame("r", 1, "c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+        _frame("r", 2, "s2c", {"jsonrpc": "2.0", "id": 0, "result": {"serverInfo": {"name": "f"}}}),
+        _frame("r", 3, "c2s", _call(1, "y" * 2000)),
+        _frame("r", 4, "s2c", _answer(1)),
+        _frame("r", 5, "c2s", _call(2, "z" * 2000)),
+    ]
+    # Frames 3 and 4 again (the re-shipped chunk), then the answer to call 2.
+    return "".join([*first, first[2], first[3], _frame("r", 6, "s2c", _answer(2))]).encode()
+
+
+def test_a_frame_seen_before_the_dump_is_still_a_duplicate_after_the_load() -> None:
+    """The dump falls between a frame and its repeat: the restored assembler must remember the
+    frames it saw, or the repeat becomes a second call (and is counted twice)."""
+    data = repeated_frames_log()
+    lines = data.splitlines(keepends=True)
+    for cut in range(4, 6):  # after the first answer, and after call 2: both before the repeats
+        head, tail = b"".join(lines[:cut]), b"".join(lines[cut:])
+        parser_state: dict[str, Any] = {}
+        first = CallAssembler("envelope")
+        items = list(
+            assemble(
+                parse(io.BytesIO(head), "envelope", state=parser_state),
+                "envelope",
+                finish=False,
+                assembler=first,
+            )
+        )
+        restored, parser_state = load(dump(first, parser_state))
+        events = shifted(parse(io.BytesIO(tail), "envelope", state=parser_state), cut, len(head))
+        items += assemble(events, "envelope", assembler=restored)
+        calls = sorted(c.jsonrpc_id for c in items if isinstance(c, ObservedCall))
+        assert calls == [1, 2], cut  # written out: two calls, not three
+        outcomes = {o.line_no: o.reason for o in items if isinstance(o, LineOutcome)}
+        assert outcomes[6] == outcomes[7] == "duplicate_frame", (cut, outcomes)
+
+
+def test_a_frame_number_never_seen_before_the_dump_is_new_after_the_load() -> None:
+    """Frame numbers are kept as runs: a gap (seq 4, shipped late) must stay a gap through the dump,
+    or the late frame is taken for a duplicate and its call is lost."""
+    init = {"protocolVersion": "2025-06-18", "clientInfo": {"name": "claude-code", "version": "2.0.1"}}
+    head = "".join(
+        [
+            _frame("g", 1, "c2s", {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": init}),
+            _frame("g", 2, "s2c", {"jsonrpc": "2.0", "id": 0, "result": {"serverInfo": {"name": "f"}}}),
+            _frame("g", 3, "c2s", _call(1, "y" * 2000)),
+            _frame("g", 5, "s2c", _answer(1)),
+        ]
+    ).encode()
+    tail = "".join([_frame("g", 4, "c2s", _call(2, "z" * 2000)), _frame("g", 6, "s2c", _answer(2))]).encode()
+    parser_state: dict[str, Any] = {}
+    first = CallAssembler("envelope")
+    items = list(
+        assemble(
+            parse(io.BytesIO(head), "envelope", state=parser_state), "envelope", finish=False, assembler=first
+        )
+    )
+    restored, parser_state = load(dump(first, parser_state))
+    items += assemble(
+        shifted(parse(io.BytesIO(tail), "envelope", state=parser_state), 4, len(head)),
+        "envelope",
+        assembler=restored,
+    )
+    assert sorted(c.jsonrpc_id for c in items if isinstance(c, ObservedCall)) == [1, 2]
+    assert not [o for o in items if isinstance(o, LineOutcome) and o.reason == "duplicate_frame"]

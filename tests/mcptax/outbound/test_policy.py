@@ -129,3 +129,63 @@ def test_the_save_time_check_passes_names_that_do_not_resolve_now() -> None:
         OutboundPolicy(resolver=nowhere).check_url("http://169.254.169.254/latest/meta-data/")
     with pytest.raises(OutboundRefused, match="metadata.internal resolves to 169.254.169.254"):
         OutboundPolicy(resolver=lambda h, p: ["169.254.169.254"]).check_url("http://metadata.internal/")
+
+
+# The special-purpose rows the policy refuses, written here from the IANA IPv4 and IPv6
+# special-purpose registries (with the class each is reported as), narrower rows first.
+REGISTRY_ROWS = [
+    ("0.0.0.0/8", "unspecified"),
+    ("10.0.0.0/8", "private"),
+    ("100.64.0.0/10", "shared (CGNAT)"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local"),
+    ("172.16.0.0/12", "private"),
+    ("192.0.0.0/24", "reserved"),
+    ("192.0.2.0/24", "documentation"),
+    ("192.88.99.0/24", "reserved"),  # the retired 6to4 relay anycast
+    ("192.168.0.0/16", "private"),
+    ("198.18.0.0/15", "benchmarking"),
+    ("198.51.100.0/24", "documentation"),
+    ("203.0.113.0/24", "documentation"),
+    ("224.0.0.0/4", "multicast"),
+    ("240.0.0.0/4", "reserved"),
+    ("::/128", "unspecified"),
+    ("::1/128", "loopback"),
+    ("::/96", "reserved"),
+    ("64:ff9b:1::/48", "private"),  # local-use NAT64
+    ("100::/64", "reserved"),
+    ("2001::/23", "reserved"),
+    ("2001:db8::/32", "documentation"),
+    ("fc00::/7", "private"),
+    ("fe80::/10", "link-local"),
+    ("fec0::/10", "private"),  # deprecated site-local
+    ("ff00::/8", "multicast"),
+]
+
+
+def row_addresses() -> list[tuple[str, str, str]]:
+    """(row, address, class) for every row above: the row's first, middle and last addresses that
+    no earlier (narrower) row claims, so each row is reached through itself."""
+    out = []
+    for index, (cidr, kind) in enumerate(REGISTRY_ROWS):
+        net = ipaddress.ip_network(cidr)
+        earlier = [ipaddress.ip_network(c) for c, _ in REGISTRY_ROWS[:index]]
+        for address in dict.fromkeys(
+            [net[0], net[1 % net.num_addresses], net[net.num_addresses // 2], net[-1]]
+        ):
+            if not any(address.version == e.version and address in e for e in earlier):
+                out.append((cidr, str(address), kind))
+    return out
+
+
+def test_every_registry_row_reaches_an_address_of_its_own() -> None:
+    assert {row for row, _, _ in row_addresses()} == {row for row, _ in REGISTRY_ROWS}
+
+
+@pytest.mark.parametrize(("row", "address", "kind"), row_addresses())
+def test_an_address_from_every_row_is_refused_as_that_row(row: str, address: str, kind: str) -> None:
+    ip = ipaddress.ip_address(address)
+    assert classify(ip) == kind, row
+    with pytest.raises(OutboundRefused) as refused:
+        OutboundPolicy().check_address(ip)
+    assert f"{kind} address" in str(refused.value)

@@ -15,7 +15,7 @@ from ingest.capture import pipeline
 from ingest.capture.models import Agent, BulkArgument, BulkContent, CaptureSession, LineRecord, ToolCall
 from ingest.capture.signals import calls_storing
 from ingest.fidelity.models import FidelityDaily
-from tests.helpers import sha
+from tests.helpers import need, sha
 from tests.ingest.capture.logs import EnvelopeLog, assert_reconciles, text_of
 
 pytestmark = pytest.mark.django_db
@@ -90,27 +90,44 @@ def rows_of(team: Team) -> dict[str, list[tuple]]:
     }
 
 
-def test_copy_and_the_insert_fallback_store_the_same_rows(tmp_path, settings, team_factory, alice):
-    settings.INGEST_BATCH_CALLS = 3
-    path = mixed_log().write(tmp_path / "mixed.jsonl")
-    stored = {}
-    for use_copy in (True, False):
-        settings.INGEST_USE_COPY = use_copy
-        # COPY is PostgreSQL's: elsewhere (SQLite) both runs take the INSERT path.
-        assert bulkwrite.copy_supported() == (use_copy and connection.vendor == "postgresql")
-        team = team_factory(f"copy {use_copy}", alice)
-        job = pipeline.ingest_path(team, path)
-        assert job.status == "done", job.error
-        assert_reconciles(job, len(path.read_bytes().splitlines()))
-        stored[use_copy] = rows_of(team)
-    assert stored[True] == stored[False]
-    rows = stored[True]
+def _mixed_rows(path, team) -> dict:
+    job = pipeline.ingest_path(team, path)
+    assert job.status == "done", job.error
+    assert_reconciles(job, len(path.read_bytes().splitlines()))
+    return rows_of(team)
+
+
+def _assert_mixed_log_rows(rows: dict) -> None:
     assert len(rows["calls"]) == 14 and len(rows["arguments"]) == 14 and len(rows["lines"]) == 1
     assert {agent for *_, agent in rows["sessions"]} == {
         ("claude-code", "claude-code", "2.0.14"),
         ("codex", "codex-mcp-client", "2.0.14"),
         None,
     }
+
+
+@pytest.mark.services
+def test_copy_and_the_insert_fallback_store_the_same_rows(tmp_path, settings, team_factory, alice):
+    """Only PostgreSQL has COPY: on SQLite both runs would take the INSERT path and the comparison
+    would compare INSERT with INSERT, so this runs on the PostgreSQL leg only."""
+    if connection.vendor != "postgresql":
+        need("COPY is PostgreSQL's: this comparison runs on the PostgreSQL leg")
+    settings.INGEST_BATCH_CALLS = 3
+    path = mixed_log().write(tmp_path / "mixed.jsonl")
+    stored = {}
+    for use_copy in (True, False):
+        settings.INGEST_USE_COPY = use_copy
+        assert bulkwrite.copy_supported() is use_copy
+        stored[use_copy] = _mixed_rows(path, team_factory(f"copy {use_copy}", alice))
+    assert stored[True] == stored[False]
+    _assert_mixed_log_rows(stored[True])
+
+
+def test_the_insert_path_stores_every_row(tmp_path, settings, team):
+    settings.INGEST_BATCH_CALLS = 3
+    settings.INGEST_USE_COPY = False
+    assert not bulkwrite.copy_supported()
+    _assert_mixed_log_rows(_mixed_rows(mixed_log().write(tmp_path / "mixed.jsonl"), team))
 
 
 def test_each_content_is_stored_once_per_sha256_across_batches(team, tmp_path, settings):
