@@ -5,15 +5,22 @@ and re-delivering after a lost worker is safe.
 """
 
 import os
+import warnings
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import SecurityWarning
 from celery.signals import worker_process_shutdown, worker_shutdown, worker_shutting_down
 from kombu import Queue
 
 from mcptax.procgroup import kill_tracked_groups
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+# The embedded run (`make run`, `make serve`) is one person's own machine, often a root container:
+# celery's running-as-root warning tells them nothing they can act on. A deployment keeps it.
+if os.environ.get("MCPTAX_EMBEDDED") == "1":
+    warnings.filterwarnings("ignore", category=SecurityWarning)
 
 # The dispatcher's tick; settings.POLL_DISPATCH_EVERY repeats it for the dispatcher's look-ahead
 # (this module loads before Django's settings are configured, so it cannot read them here).
