@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -336,7 +337,13 @@ def channels(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             )
             messages.success(request, f"Channel {channel.name} added. Send a test to check it.")
             return redirect("channel_detail", team_slug=team.slug, code=channel.code)
-    ctx = {"team": team, "form": form, "channels": selectors.channels(team)}
+    ctx = {
+        "team": team,
+        "form": form,
+        "channels": selectors.channels(team),
+        # A local receiver is the obvious first test: say next to the form what lets it through.
+        "outbound_allowed": list(settings.OUTBOUND_ALLOW_NETWORKS),
+    }
     return render(request, "alerts/channels.html", ctx)
 
 
