@@ -84,6 +84,10 @@ class Command(BaseCommand):
         except KeyboardInterrupt:
             self.stdout.write("\nStopping…")
         finally:
+            # One stop is enough: a second signal (a supervisor's, a second Ctrl-C) must not cut
+            # the clean-up short; stop_process_groups ends with SIGKILL anyway.
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_IGN)
             record_embedded_site_url(None)
             stop_process_groups([proc for _, proc in procs], term_grace=STOP_GRACE_SECONDS)
 
