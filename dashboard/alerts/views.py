@@ -279,7 +279,9 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         evaluated = budgets.evaluate_team(team)
         messages.success(request, f"Rule added; {evaluated} server(s) re-evaluated.")
         return redirect("thresholds", team_slug=team.slug)
-    ctx = {"team": team, "form": form, "rows": selectors.threshold_rows(team)}
+    rows = list(selectors.threshold_rows(team))
+    # The footer explains the "default" badge only where the team still has such rules.
+    ctx = {"team": team, "form": form, "rows": rows, "has_defaults": any(r.is_default for r in rows)}
     return render(request, "alerts/thresholds.html", ctx)
 
 

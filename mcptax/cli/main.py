@@ -143,7 +143,7 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         names = ", ".join(f"{f.client} {f.scope} ({f.path})" for f in found) or "none"
         print(f"discovered: {names}", file=sys.stderr)
         for entry in found:
-            stacks += measure.stacks_from_file(entry.path, f"{entry.client}, {entry.scope}", skip_empty=True)
+            stacks += measure.stacks_from_file(entry.path, entry.client, scope=entry.scope, skip_empty=True)
     for config in args.configs:
         stacks += measure.stacks_from_file(Path(config))
     if args.stdio or args.url:
