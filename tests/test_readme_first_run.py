@@ -5,18 +5,14 @@ fails here until the other follows."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import signal
-import socket
 import subprocess
-import threading
 
 import pytest
 
 from tests.conftest import CHROMIUM_ARGS, ROOT, chromium_executable
-from tests.helpers import wait_until
+from tests.helpers import EmbeddedRun, embedded_env, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -53,14 +49,6 @@ def test_the_readme_first_run_section_is_what_this_test_follows():
     assert "`PORT=8001 make serve` for another port" in section
 
 
-def _env(tmp_path, port: int) -> dict[str, str]:
-    drop = {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "OUTBOUND_ALLOW_NETWORKS", "SITE_URL"}
-    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("EMAIL_", "MAKE"))}
-    # The test's own VAR_DIR and port; the README's address names the default port.
-    env.update(VAR_DIR=str(tmp_path), PORT=str(port), PYTHONUNBUFFERED="1")
-    return env
-
-
 def _run(command: str, env: dict[str, str]) -> None:
     if command.startswith(".venv/bin/python manage.py createsuperuser"):
         # The README's way in a script: DJANGO_SUPERUSER_PASSWORD and --noinput.
@@ -75,40 +63,16 @@ def _run(command: str, env: dict[str, str]) -> None:
 def test_following_the_readme_first_run_gives_a_polled_server(tmp_path):
     if subprocess.run(["make", "--question", "install"], cwd=ROOT).returncode != 0:
         pytest.skip("the .venv is not current: `make install` would reach the package registry")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = _env(tmp_path, port)
+    port = free_port()
+    # The test's own VAR_DIR and port; the README's address names the default port.
+    env = embedded_env(tmp_path, PORT=str(port))
     for command in COMMANDS[:3]:
         _run(command, env)
-    serve = subprocess.Popen(
-        shlex.split(COMMANDS[3]),
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    lines: list[str] = []
-    threading.Thread(target=lambda: lines.extend(iter(serve.stdout.readline, "")), daemon=True).start()
-    try:
-        wait_until(
-            lambda: any("Dashboard:" in line for line in lines),
-            timeout=180,
-            interval=0.5,
-            message="make serve",
-        )
+    with EmbeddedRun(shlex.split(COMMANDS[3]), env, ROOT) as serve:
+        serve.wait_for_address(timeout=180)
         url = f"http://127.0.0.1:{port}/"
-        assert [line for line in lines if line.strip()][-1].strip().startswith(f"Dashboard: {url}")
+        assert serve.last_line().startswith(f"Dashboard: {url}")
         _follow_steps(url, tmp_path)
-    finally:
-        os.killpg(serve.pid, signal.SIGINT)
-        try:
-            serve.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
 
 
 def _follow_steps(url: str, tmp_path) -> None:

@@ -81,14 +81,6 @@ def _state(pid: str) -> str:
         return "gone"
 
 
-def _embedded_env(tmp_path) -> dict[str, str]:
-    """A first-time user's environment: nothing set but where var/ lives."""
-    drop = {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "OUTBOUND_ALLOW_NETWORKS", "SITE_URL"}
-    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith("EMAIL_")}
-    env.update(VAR_DIR=str(tmp_path), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1")
-    return env
-
-
 NOISE = ("No hostname was supplied", "AXES: BEGIN", "superuser privileges", "SecurityWarning")
 
 
@@ -105,35 +97,14 @@ def test_make_run_shows_each_step_keeps_mail_off_the_console_and_ends_with_the_a
     own steps too), no warnings they can do nothing about, loopback allowed and said so, the demo's
     alert e-mails in var/mail/ instead of the console, and the login and the address last. A command
     run beside it builds its links on the same address."""
-    import socket
-    import threading
+    from tests.helpers import EmbeddedRun, Receiver, embedded_env, free_port
 
-    from tests.helpers import Receiver
-
-    env = _embedded_env(tmp_path)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    env = embedded_env(tmp_path)
+    port = free_port()
     command = ["manage.py", "run_embedded", "--migrate", "--demo", "--allow-loopback", "--port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, *command],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-        text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
-    reader.start()
-    try:
-        wait_until(
-            lambda: any("Dashboard:" in line for line in lines),
-            timeout=500,
-            interval=0.5,
-            message="the address",
-        )
+    with EmbeddedRun([sys.executable, *command], env, ROOT) as run:
+        run.wait_for_address(timeout=500)
+        lines = run.lines
         # The demo opened alerts whose e-mails the worker now sends: to files, not to this console.
         mail = tmp_path / "mail"
         wait_until(
@@ -141,9 +112,7 @@ def test_make_run_shows_each_step_keeps_mail_off_the_console_and_ends_with_the_a
         )
         time.sleep(3)
         output = "".join(lines)
-        assert [line for line in lines if line.strip()][-1].strip() == (
-            f"Dashboard: http://127.0.0.1:{port}/   (Ctrl-C stops everything)"
-        ), output
+        assert run.last_line() == f"Dashboard: http://127.0.0.1:{port}/   (Ctrl-C stops everything)", output
         steps = [line.strip() for line in lines if line.startswith("==> ")]
         assert steps == [
             "==> 1. Migrating the database",
@@ -187,11 +156,4 @@ def test_make_run_shows_each_step_keeps_mail_off_the_console_and_ends_with_the_a
             assert done.returncode == 0, done.stderr
             wait_until(lambda: hook.delivered, timeout=30, message="the command's webhook")
             assert hook.json(0)["alert"]["url"].startswith(f"http://127.0.0.1:{port}/t/demo/alerts/")
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
     assert not (tmp_path / "run" / "site_url").exists()  # a stopped run leaves no address behind
