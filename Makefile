@@ -1,25 +1,31 @@
-# Two commands: `make run` (the product, embedded) and `make test` (the whole suite).
+# `make run` (the product with demo data, embedded), `make serve` (the product on your own database,
+# no demo) and `make test` (the whole suite).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast install lint format clean bench-smoke
+.PHONY: run serve test test-fast install lint format clean bench-smoke
 
 $(BIN)/python:
+	@echo "==> Creating the virtualenv $(VENV)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e ".[test]"
-	touch $(STAMP)
+	@echo "==> Installing the Python packages into $(VENV) (the first time: a few minutes)"
+	$(BIN)/python -m pip install --quiet --progress-bar on -e ".[test]"
+	@touch $(STAMP)
 
 install: $(STAMP)
 
+# A one-person run: demo data, and webhooks may reach a receiver on this machine (printed at start).
 run: $(STAMP)
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py demo
-	$(BIN)/python manage.py run_embedded
+	@$(BIN)/python manage.py run_embedded --migrate --demo --allow-loopback
+
+# The same processes on the database you have (var/db.sqlite3, or DATABASE_URL), without the demo.
+serve: $(STAMP)
+	@$(BIN)/python manage.py run_embedded --migrate
 
 test: $(STAMP)
 	bash scripts/test.sh

@@ -5,9 +5,11 @@ and re-delivering after a lost worker is safe.
 """
 
 import os
+import warnings
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import SecurityWarning
 from celery.signals import worker_process_shutdown, worker_shutdown, worker_shutting_down
 
 from config import brokerfix
@@ -16,6 +18,11 @@ from mcptax.procgroup import kill_tracked_groups
 brokerfix.install()  # a Redis restart must not stop a worker (see config/brokerfix.py)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+# The embedded run (`make run`, `make serve`) is one person's own machine, often a root container:
+# celery's running-as-root warning tells them nothing they can act on. A deployment keeps it.
+if os.environ.get("MCPTAX_EMBEDDED") == "1":
+    warnings.filterwarnings("ignore", category=SecurityWarning)
 
 app = Celery("mcp_tax")
 # The queues, routes and beat schedule are settings (CELERY_TASK_QUEUES, CELERY_TASK_ROUTES,

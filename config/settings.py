@@ -139,6 +139,8 @@ AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
+# No "AXES: BEGIN version ..." INFO line at every start of every command (lockouts still log).
+AXES_VERBOSE = False
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -235,6 +237,9 @@ EMAIL_BACKEND = env_str(
     else "django.core.mail.backends.console.EmailBackend",
 )
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "mcp-tax@localhost")
+# Where the file backend (django.core.mail.backends.filebased.EmailBackend, which the embedded run
+# `make run` / `make serve` uses when neither EMAIL_HOST nor EMAIL_BACKEND is set) writes messages.
+EMAIL_FILE_PATH = env_str("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 
 # Celery. Unset REDIS_URL means the embedded filesystem broker, so a laptop needs no services.
 REDIS_URL = env_str("REDIS_URL")
@@ -248,7 +253,9 @@ if REDIS_URL:
 else:
     for sub in ("in", "processed", "control"):
         (BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_URL = "filesystem://"
+    # The filesystem transport ignores the host; naming one keeps kombu from warning "No hostname
+    # was supplied" on every command that sends a task.
+    CELERY_BROKER_URL = "filesystem://localhost/"
     CELERY_RESULT_BACKEND = None
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         # One folder for both directions: the producer's "out" is the consumer's "in".
@@ -371,6 +378,9 @@ DISCOVERY_MIN_SESSIONS = env_int("DISCOVERY_MIN_SESSIONS", 3)
 DISCOVERY_RATE_DROP_POINTS = env_int("DISCOVERY_RATE_DROP_POINTS", 20)
 DISCOVERY_RATE_MIN_LOADS = env_int("DISCOVERY_RATE_MIN_LOADS", 5)
 DISCOVERY_RATE_WINDOW_DAYS = env_int("DISCOVERY_RATE_WINDOW_DAYS", 30)
+# Quarantined lines (and the long lines kept as files) are deleted this many days after their job
+# finished, by the hourly purge; 0 keeps them until someone deletes them on the quarantine page.
+QUARANTINE_RETENTION_DAYS = env_int("QUARANTINE_RETENTION_DAYS", 30)
 # Requests made on a user's behalf (HTTP MCP servers, channels, reference documents) never reach
 # loopback, private, link-local, CGNAT, multicast or reserved addresses, except inside these
 # networks (comma-separated CIDR, e.g. "10.20.0.0/16" for an internal MCP gateway).

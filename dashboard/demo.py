@@ -8,6 +8,7 @@ moved into the past, so the charts show a history instead of a single afternoon.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
@@ -20,7 +21,8 @@ from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
 from dashboard.tasks import poll
 from dashboard.teams.models import Team
-from ingest.demo import build_capture_demo
+from ingest.capture.models import IngestJob
+from ingest.demo import DEMO_LOG_NAME, build_capture_demo
 
 GROWN_ENV = "MCP_EXAMPLE_GROWN"
 
@@ -109,14 +111,26 @@ def ensure_demo_budgets(team: Team) -> None:
     evaluate_team(team)
 
 
-def load_demo(team: Team, owner: User | None, *, servers: bool = True) -> dict[str, int]:
-    """Budgets, the example servers' history and captured traffic; returns what was made."""
+def load_demo(
+    team: Team, owner: User | None, *, servers: bool = True, progress: Callable[[str], object] = print
+) -> dict[str, int]:
+    """Budgets, the example servers' history and captured traffic; returns what was made.
+
+    A first load polls real servers and drives real agents (a minute or two): `progress` hears of
+    each step as it starts, so the terminal never sits silent."""
     # Budgets first, so every historical snapshot gets its limits (the chart's band) and alerts.
     ensure_demo_budgets(team)
     made = {"snapshots": 0}
     if servers:
         for server in ensure_example_servers(team, owner=owner):
+            if not server.snapshots.exists():
+                releases = len(HISTORY.get(server.name, [(0, False)]))
+                progress(f"polling the example server {server.name} through {releases} scripted polls")
             made["snapshots"] += build_history(server)
+        if not IngestJob.objects.filter(
+            team=team, filename=DEMO_LOG_NAME, status=IngestJob.Status.DONE
+        ).exists():
+            progress("recording two agents through the logging proxy and ingesting their traffic")
         capture = build_capture_demo(team)  # real agents through the logging proxy, ingested
         made["captured_calls"] = capture.calls_stored if capture else 0
     return made

@@ -72,3 +72,26 @@ def render_fragment(
         response = render(request, template, context)
     patch_vary_headers(response, ("HX-Request",))
     return response
+
+
+def render_with_oob(
+    request: HtmxHttpRequest,
+    template: str,
+    context: dict[str, Any],
+    fragment: str,
+    oob: tuple[str, ...] = (),
+    *,
+    stop_polling: bool = False,
+) -> HttpResponse:
+    """The region htmx asked for (`template#fragment`) and, after it, each named partial in `oob`
+    rendered with ``oob=True``: a partial marks its root ``hx-swap-oob="true"`` then, and htmx
+    swaps it into the element with its id. One answer so refreshes every region a change touched,
+    instead of each region asking again (and some never asking)."""
+    parts = [render_to_string(f"{template}#{fragment}", context, request=request)]
+    parts += [
+        render_to_string(f"{template}#{name}", {**context, "oob": True}, request=request) for name in oob
+    ]
+    body = "\n".join(parts)
+    response: HttpResponse = HttpResponseStopPolling(body) if stop_polling else HttpResponse(body)
+    patch_vary_headers(response, ("HX-Request",))
+    return response

@@ -83,6 +83,7 @@ def scan_watched_folders(folder_id: int | None = None) -> int:
 @shared_task(name="ingest.tasks.purge_expired_content", ignore_result=True)
 def purge_expired_content() -> int:
     retention.purge_expired_uploads()
+    retention.purge_expired_quarantine()
     return retention.purge_expired_content()
 
 

@@ -400,6 +400,25 @@ def _is_bulk_parameter(name: str, schema: Any, root: Any, depth: int = 0) -> boo
     return True
 
 
+SCALAR_TYPES = frozenset({"string", "number", "integer", "boolean"})
+
+
+def _carries_document(schema: Any, root: Any) -> bool:
+    """What a file could hold whole, so a hash can check the copy: a text (a string in any of its
+    branches) or a flat list of values (756 numbers of which 500 arrived). Not records (arrays of
+    objects: entities, observations), whose fields are data of their own."""
+    types = jsonschema.effective_types(root, schema)
+    if "string" in types:
+        return True
+    if "array" not in types:
+        return False
+    items = [
+        i for node in jsonschema.branches(root, schema) for i in jsonschema.branches(root, node.get("items"))
+    ]
+    item_types = {t for item in items for t in jsonschema.schema_types(item)}
+    return bool(item_types) and item_types <= SCALAR_TYPES
+
+
 def _advises_reference(texts: list[str]) -> bool:
     for text in texts:
         for sentence in _SENTENCE_END.split(text):
@@ -425,6 +444,9 @@ def _bulk_without_reference(tools: list[dict[str, Any]], check: Check) -> Iterat
         content_optional = any(name not in required for name in bulk)
         has_reference = bool(references) and content_optional
         has_expected_hash = any(name.lower() in EXPECTED_HASH_NAMES for name in props)
+        # A hash check fits a document (one text a file or URL also holds), not records or short
+        # fields: a knowledge graph's entities and observations are data, not a copy of anything.
+        documents = [name for name in bulk if _carries_document(props[name], root)]
         texts = [tool.get("description")] + [
             node.get("description") for name in bulk for node in jsonschema.branches(root, props[name])
         ]
@@ -433,7 +455,7 @@ def _bulk_without_reference(tools: list[dict[str, Any]], check: Check) -> Iterat
         missing: list[tuple[str, str]] = []  # (short label for the title, phrase for the detail)
         if not has_reference:
             missing.append(("no reference alternative", "a reference parameter (path/url) usable instead"))
-        if not has_expected_hash:
+        if documents and not has_expected_hash:
             missing.append(("no expected_sha256", "an expected_sha256 parameter"))
         if not advises:
             missing.append(("no advice to prefer the reference", "a description advising the reference"))
@@ -449,8 +471,10 @@ def _bulk_without_reference(tools: list[dict[str, Any]], check: Check) -> Iterat
             detail=(
                 f"Agents re-type bulk arguments ({params}) as output tokens, slowly and not always "
                 f"exactly. {name} lacks {_join([phrase for _, phrase in missing])}. Accept a path or URL next to the content, "
-                "accept expected_sha256 and fail on mismatch, and say 'prefer the reference' in the "
-                "description; all three are additive changes."
+                + ("accept expected_sha256 and fail on mismatch, " if documents else "")
+                + "and say 'prefer the reference' in the description; "
+                + ("all three are" if documents else "both are")
+                + " additive changes."
             ),
             estimated_savings_tokens=None,
         )

@@ -89,7 +89,7 @@ def similarity(a: str, b: str) -> float:
 
 _VISIBLE = {
     "\n": "↵\n",  # keep the real newline so a <pre> block keeps its line layout
-    "\r": "␍",
+    "\r": "⟨CR⟩",  # not U+240D: the system fonts of many machines have no glyph for it
     "\t": "→",
     "\u00a0": "⍽",
     "\u200b": "⟨ZWSP⟩",

@@ -303,3 +303,56 @@ def small_filesystem(path: Path, size: str) -> Any:
 def grow_filesystem(path: Path, size: str) -> None:
     """Give the small filesystem at ``path`` room again (the operator freed space)."""
     subprocess.run(["mount", "-o", f"remount,size={size}", str(path)], check=True, capture_output=True)
+
+
+def embedded_env(var_dir: Any, **extra: str) -> dict[str, str]:
+    """A first-time user's environment for the embedded run: nothing set but where var/ lives (and
+    `extra`): no database or broker URL, no outbound allowance, no SITE_URL, no e-mail settings."""
+    drop = {"DATABASE_URL", "REDIS_URL", "DEBUG", "SECRET_KEY", "OUTBOUND_ALLOW_NETWORKS", "SITE_URL"}
+    env = {k: v for k, v in os.environ.items() if k not in drop and not k.startswith(("EMAIL_", "MAKE"))}
+    env.update(VAR_DIR=str(var_dir), DJANGO_SETTINGS_MODULE="config.settings", PYTHONUNBUFFERED="1", **extra)
+    return env
+
+
+class EmbeddedRun:
+    """`run_embedded` (or the `make` target that starts it) in its own process group, its output
+    collected line by line; stopped as Ctrl-C stops it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: Any) -> None:
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        stdout = self.proc.stdout
+        assert stdout is not None
+        threading.Thread(target=lambda: self.lines.extend(iter(stdout.readline, "")), daemon=True).start()
+
+    def wait_for_address(self, timeout: float) -> None:
+        wait_until(
+            lambda: any("Dashboard:" in line for line in self.lines),
+            timeout=timeout,
+            interval=0.5,
+            message="the address",
+        )
+
+    def last_line(self) -> str:
+        return [line for line in self.lines if line.strip()][-1].strip()
+
+    def __enter__(self) -> EmbeddedRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        os.killpg(self.proc.pid, signal.SIGINT)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()

@@ -8,9 +8,17 @@ from typing import Any
 from urllib.parse import urlencode
 from uuid import UUID
 
-from django.db.models import Q, QuerySet
+from django.db.models import Case, Q, QuerySet, Value, When
 
-from dashboard.alerts.models import OPEN_STATES, Alert, AlertState, Level, Threshold, about_tool
+from dashboard.alerts.models import (
+    FIDELITY_MEASURES,
+    OPEN_STATES,
+    Alert,
+    AlertState,
+    Level,
+    Threshold,
+    about_tool,
+)
 from dashboard.alerts.notify.models import Channel, Notification
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
@@ -124,6 +132,9 @@ def banner(team: Team, scope: BannerScope) -> Banner:
         rows = rows.filter(rule_key__startswith="agent:").filter(
             Q(subject_label=scope.family) | Q(subject_label__startswith=scope.family + " ")
         )
-    ordered = rows.order_by("level", "-opened_at", "-pk")  # "error" sorts before "warning"
+    # Budget breaches (the fixed tax every request pays) before fidelity alerts, then errors before
+    # warnings ("error" sorts first), then newest.
+    fidelity_last = Case(When(measure__in=list(FIDELITY_MEASURES), then=Value(1)), default=Value(0))
+    ordered = rows.order_by(fidelity_last, "level", "-opened_at", "-pk")
     shown = list(ordered[:BANNER_SHOWN])
     return Banner(alerts=shown, total=rows.count(), errors=rows.filter(level=Level.ERROR).count())

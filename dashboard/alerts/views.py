@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlsplit
 from uuid import UUID
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -278,7 +279,9 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         evaluated = budgets.evaluate_team(team)
         messages.success(request, f"Rule added; {evaluated} server(s) re-evaluated.")
         return redirect("thresholds", team_slug=team.slug)
-    ctx = {"team": team, "form": form, "rows": selectors.threshold_rows(team)}
+    rows = list(selectors.threshold_rows(team))
+    # The footer explains the "default" badge only where the team still has such rules.
+    ctx = {"team": team, "form": form, "rows": rows, "has_defaults": any(r.is_default for r in rows)}
     return render(request, "alerts/thresholds.html", ctx)
 
 
@@ -336,7 +339,13 @@ def channels(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             )
             messages.success(request, f"Channel {channel.name} added. Send a test to check it.")
             return redirect("channel_detail", team_slug=team.slug, code=channel.code)
-    ctx = {"team": team, "form": form, "channels": selectors.channels(team)}
+    ctx = {
+        "team": team,
+        "form": form,
+        "channels": selectors.channels(team),
+        # A local receiver is the obvious first test: say next to the form what lets it through.
+        "outbound_allowed": list(settings.OUTBOUND_ALLOW_NETWORKS),
+    }
     return render(request, "alerts/channels.html", ctx)
 
 

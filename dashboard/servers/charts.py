@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 from dashboard.servers.selectors import AlertMark, HistoryPoint
@@ -182,6 +183,14 @@ def _history_xaxis(
     xaxis: dict[str, Any] = {"gridcolor": COLORS["grid"], "zeroline": False}
     if axis == "date":
         xaxis.update(type="date", title={"text": "date"})
+        if points and points[-1].last_seen - points[0].first_seen < MIN_DATE_SPAN:
+            # A first snapshot (or a few within minutes): plotly would zoom to milliseconds and tick
+            # "15:31:19.9665"; show the day around it instead.
+            middle = points[0].first_seen + (points[-1].last_seen - points[0].first_seen) / 2
+            xaxis["range"] = [
+                (middle - MIN_DATE_SPAN / 2).isoformat(),
+                (middle + MIN_DATE_SPAN / 2).isoformat(),
+            ]
         return xaxis
     ticks = releases if releases else list(enumerate(points))
     if len(ticks) > MAX_RELEASE_TICKS:
@@ -196,6 +205,10 @@ def _history_xaxis(
         range=[-0.5, max(len(points) - 0.5, 0.5)],
     )
     return xaxis
+
+
+# The narrowest date axis drawn: one day, so ticks read as dates and hours.
+MIN_DATE_SPAN = timedelta(days=1)
 
 
 def base_layout(*, xaxis: dict[str, Any], yaxis: dict[str, Any], height: int = 300) -> dict[str, Any]:

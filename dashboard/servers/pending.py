@@ -11,6 +11,9 @@ from dashboard.servers.models import McpServer
 
 # A "poll now" whose worker has not picked it up yet still counts as running for this long.
 PENDING_POLL_GRACE = timedelta(minutes=2)
+# A server's first poll waits for the dispatcher's next tick, and a stdio server's first start may
+# download its package: the page waits longer for it.
+FIRST_POLL_WAIT = timedelta(minutes=5)
 
 
 def parse_pending(raw: str | None) -> tuple[int, datetime] | None:
@@ -42,3 +45,12 @@ def poll_in_flight(
         return False  # a request "from the future" is not ours; never poll forever on it
     finished = server.last_poll_at is not None and server.last_poll_at >= requested
     return not finished and now - requested < PENDING_POLL_GRACE
+
+
+def first_poll_pending(server: McpServer, now: datetime | None = None) -> tuple[int, datetime] | None:
+    """A new server's first poll, as if requested when the server was created: it is due at once
+    (the dispatcher sends it within a tick), so the page waits for it like a "poll now"."""
+    now = now or timezone.now()
+    if server.enabled and server.last_poll_at is None and now - server.created < FIRST_POLL_WAIT:
+        return server.pk, server.created
+    return None

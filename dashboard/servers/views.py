@@ -18,14 +18,21 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
-from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page, wants_fragment
+from dashboard.htmx import (
+    HtmxHttpRequest,
+    fragment_target,
+    render_fragment,
+    render_page,
+    render_with_oob,
+    wants_fragment,
+)
 from dashboard.servers import charts, loading, regressions, selectors
 from dashboard.servers import diff as diff_mod
 from dashboard.servers.config_import import ConfigError, Importer, StackImport, import_config_text
 from dashboard.servers.forms import ImportConfigForm, ServerForm
 from dashboard.servers.methodology import profile_table
 from dashboard.servers.models import McpServer
-from dashboard.servers.pending import parse_pending, pending_token, poll_in_flight
+from dashboard.servers.pending import first_poll_pending, parse_pending, pending_token, poll_in_flight
 from dashboard.servers.polling import POLL_TASK
 from dashboard.servers.selectors import HistoryPoint
 from dashboard.servers.sorting import sort_columns
@@ -148,6 +155,21 @@ SERVER_REGIONS = ("chart-region", "tools-region", "snapshots-region", "polls-reg
 @login_required
 def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
+    target = fragment_target(request)
+    if target not in SERVER_REGIONS:
+        target = None
+    ctx = _detail_context(request, team, server, target)
+    if target is None:
+        ctx.update(_status_ctx(request, server, None, request.GET))
+    return render_page(request, "servers/server_detail.html", ctx, fragment=target)
+
+
+def _detail_context(
+    request: HtmxHttpRequest, team: Team, server: McpServer, target: str | None
+) -> dict[str, Any]:
+    """What the server page shows (only `target`'s region when htmx swaps one), from the page's
+    own query parameters: the status answer reads them too, so a landed poll re-renders the body as
+    the reader left it (selected snapshot, axis, sort, pages)."""
     history = selectors.snapshot_history(server)
     by_pk: dict[int | None, HistoryPoint] = {p.pk: p for p in history}
     selected_pk = _int(request.GET.get("at"))
@@ -157,10 +179,6 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     axis = request.GET.get("axis") or "date"
     axis = axis if axis in charts.AXES else "date"
     compare = selectors.previous_release_of(history, snapshot.pk) if snapshot else None
-    target = fragment_target(request)
-    if target not in SERVER_REGIONS:
-        target = None
-
     encodings = snapshot.encodings if snapshot else [team.main_encoding]
     encoding = request.GET.get("encoding") or encodings[0]
     encoding = encoding if encoding in encodings else encodings[0]
@@ -176,18 +194,10 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
         "axis": axis,
         "window": team.context_window,
         "can_manage": _may_edit(request, server),
+        "page_path": reverse("server_detail", args=[team.slug, server.code]),
     }
     if target in (None, "chart-region"):
-        alerts = selectors.server_alerts(server)
-        ctx["figure"] = charts.history_figure(
-            history,
-            alerts,
-            axis=axis,
-            encoding=snapshot.encoding if snapshot else "cl100k_base",
-            release_url=lambda p: _diff_url(team, server, p.previous_id, p.pk),
-            snapshot_url=lambda p: _snapshot_url(team, server, p),
-        )
-        ctx["alerts"] = alerts
+        _chart_context(ctx, history, team, server)
     if target is None and snapshot is not None:
         ctx["shown_tax"] = snapshot.figure(encoding)
         ctx["shown_instructions"] = snapshot.figure(encoding, key="instructions_tokens")
@@ -205,9 +215,21 @@ def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
         selectors.attach_findings_counts(list(ctx["snapshots_page"]))
     if target in (None, "polls-region"):
         ctx["polls_page"] = _page(request, selectors.poll_runs(server), "polls_page", 15)
-    if target is None:
-        ctx.update(_status_ctx(request, server, None))
-    return render_page(request, "servers/server_detail.html", ctx, fragment=target)
+    return ctx
+
+
+def _chart_context(ctx: dict[str, Any], history: list[HistoryPoint], team: Team, server: McpServer) -> None:
+    snapshot = ctx["snapshot"]
+    alerts = selectors.server_alerts(server)
+    ctx["figure"] = charts.history_figure(
+        history,
+        alerts,
+        axis=ctx["axis"],
+        encoding=snapshot.encoding if snapshot else "cl100k_base",
+        release_url=lambda p: _diff_url(team, server, p.previous_id, p.pk),
+        snapshot_url=lambda p: _snapshot_url(team, server, p),
+    )
+    ctx["alerts"] = alerts
 
 
 TOOL_COLUMNS = [
@@ -243,17 +265,49 @@ def _may_edit(request: HtmxHttpRequest, server: McpServer) -> bool:
     return allowed(request, server.team, server.edit_action(request.user))
 
 
+# The server page's own parameters, carried in its status URL (see _detail_context).
+PAGE_PARAMS = ("at", "axis", "tsort", "encoding", "snaps_page", "polls_page")
+
+
 def _status_ctx(
-    request: HtmxHttpRequest, server: McpServer, pending: tuple[int, datetime] | None
+    request: HtmxHttpRequest, server: McpServer, pending: tuple[int, datetime] | None, params: QueryDict
 ) -> dict[str, Any]:
-    in_flight = poll_in_flight(server, pending)
+    """The header's poll state. A poll counts as in flight while it runs, while a requested one
+    ("poll now") waits for a worker, and while a new server's first poll is due: the page polls
+    this status until the poll lands, then swaps in every region it changed."""
+    first = first_poll_pending(server)
+    # Waiting for the schedule's first poll, not for a "poll now": said so in the status URL.
+    waits_for_first = first is not None and (pending is None or params.get("first") == "1")
+    pending = pending or first
+    in_flight = poll_in_flight(server, pending) or first is not None
+    query = {key: params[key] for key in PAGE_PARAMS if params.get(key)}
+    if pending and in_flight:
+        query["pending"] = pending_token(server, pending[1])
+        if waits_for_first:
+            query["first"] = "1"
     return {
         "can_manage": _may_edit(request, server),
         "can_poll": allowed(request, server.team, server.poll_action),
         "in_flight": in_flight,
-        "pending": pending_token(server, pending[1]) if (pending and in_flight) else "",
+        # Due, not yet taken by a worker, and nobody asked: the schedule's first poll.
+        "first_poll_due": waits_for_first and not server.is_polling,
+        "status_query": urlencode(query),
         "last_run": selectors.last_poll_run(server),
     }
+
+
+def _poll_landed(
+    request: HtmxHttpRequest, team: Team, server: McpServer, status: dict[str, Any]
+) -> HttpResponse:
+    """The header and, out of band, the whole page body: one poll changes the snapshot card, the
+    chart, the findings, the tools, the history; none may keep showing the old snapshot."""
+    ctx = {**_detail_context(request, team, server, None), **status}
+    response = render_with_oob(
+        request, "servers/server_detail.html", ctx, "status-region", ("server-body",), stop_polling=True
+    )
+    # The alert banner (its own endpoint) listens for this.
+    trigger_client_event(response, "pollFinished", {"server": str(server.code)})
+    return response
 
 
 @login_required
@@ -265,14 +319,12 @@ def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
         "team": team,
         "server": server,
         "window": team.context_window,
-        **_status_ctx(request, server, pending),
+        **_status_ctx(request, server, pending, request.GET),
     }
     done = not ctx["in_flight"]
-    response = render_fragment(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
     if done and pending:
-        # The page's chart, tools and poll history listen for this and refresh themselves.
-        trigger_client_event(response, "pollFinished", {"server": str(server.code)})
-    return response
+        return _poll_landed(request, team, server, ctx)
+    return render_fragment(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
 
 
 @login_required
@@ -318,13 +370,11 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
         "team": team,
         "server": server,
         "window": team.context_window,
-        **_status_ctx(request, server, parse_pending(pending)),
+        **_status_ctx(request, server, parse_pending(pending), request.GET),
     }
-    response = render_fragment(request, "servers/server_detail.html#status-region", ctx)
-    if not ctx["in_flight"]:
-        # Already done (an eager or very fast worker): refresh the page's regions now.
-        trigger_client_event(response, "pollFinished", {"server": str(server.code)})
-    return response
+    if not ctx["in_flight"] and sent:
+        return _poll_landed(request, team, server, ctx)  # an eager or very fast worker: done already
+    return render_fragment(request, "servers/server_detail.html#status-region", ctx)
 
 
 @login_required
@@ -366,7 +416,7 @@ def server_add(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         server = form.save(commit=False)
         server.owner = request.user if isinstance(request.user, User) else None  # login_required
         server.save()
-        messages.success(request, f"{server.name} registered. Its first poll runs shortly.")
+        messages.success(request, f"{server.name} registered; its first poll is due now.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
     ctx = {"team": team, "form": form, "allow_stdio": allow_stdio}
     return render(request, "servers/server_form.html", ctx)

@@ -38,6 +38,7 @@ class Action(StrEnum):
     MANAGE_CHANNELS = "manage_channels"
     UPLOAD_LOG = "upload_log"
     MANAGE_WATCH = "manage_watch"
+    DELETE_QUARANTINE = "delete_quarantine"
     ADD_REFERENCE = "add_reference"
     REMOVE_REFERENCE = "remove_reference"
     MANAGE_PRICES = "manage_prices"
@@ -69,6 +70,8 @@ MATRIX: dict[Action, Role] = {
     Action.MANAGE_CHANNELS: Role.ADMIN,
     Action.UPLOAD_LOG: Role.MEMBER,
     Action.MANAGE_WATCH: Role.ADMIN,
+    # The team's record of what its logs got wrong: cleared by those who run the captures.
+    Action.DELETE_QUARANTINE: Role.ADMIN,
     Action.ADD_REFERENCE: Role.MEMBER,
     Action.REMOVE_REFERENCE: Role.ADMIN,
     Action.MANAGE_PRICES: Role.ADMIN,
@@ -107,6 +110,7 @@ DESCRIPTIONS: dict[Action, str] = {
     Action.MANAGE_CHANNELS: "Add, test, enable, disable or delete a channel; see a webhook's secret",
     Action.UPLOAD_LOG: "Upload a log to ingest",
     Action.MANAGE_WATCH: "Add, pause, scan now or delete a watched folder",
+    Action.DELETE_QUARANTINE: "Delete quarantined lines (of one job, or all that match the filters)",
     Action.ADD_REFERENCE: "Register a reference document (upload, or a URL the server fetches)",
     Action.REMOVE_REFERENCE: "Remove a reference document",
     Action.MANAGE_PRICES: "Add, edit, override or delete the team's prices",

@@ -17,11 +17,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from dashboard.teams.models import Team
 from ingest.capture import storage
-from ingest.capture.models import BulkArgument, BulkContent, IngestJob, TeamCaptureSettings
+from ingest.capture.models import BulkArgument, BulkContent, IngestJob, LineRecord, TeamCaptureSettings
 from ingest.capture.uploads import upload_dir
 
 DEFAULT_RETENTION_DAYS = TeamCaptureSettings._meta.get_field("content_retention_days").default
@@ -104,3 +105,34 @@ def _delete_local(team: Team, job: IngestJob) -> int:
         path.unlink()
     IngestJob.objects.filter(pk=job.pk).update(path="")
     return int(found)
+
+
+# -- the quarantine ---------------------------------------------------------------------------------
+
+FINISHED = (IngestJob.Status.DONE, IngestJob.Status.FAILED)
+
+
+def delete_quarantined(lines: QuerySet[LineRecord]) -> int:
+    """Delete these quarantined lines, only of finished jobs (a running job's rows count its lines
+    exactly once), and each kept long-line file no remaining line names. Returns lines deleted.
+
+    The jobs keep their counts: "840 quarantined" stays true of the run; the lines are gone."""
+    lines = lines.filter(status=LineRecord.Status.QUARANTINED, job__status__in=FINISHED)
+    files = set(lines.exclude(raw_file="").values_list("raw_file", flat=True))
+    deleted = 0
+    while ids := list(lines.values_list("pk", flat=True)[:CHUNK]):
+        deleted += LineRecord.objects.filter(pk__in=ids).delete()[0]
+    # Kept files are named by their sha256: another line (of any job) may hold the same bytes.
+    for name in files - set(LineRecord.objects.filter(raw_file__in=files).values_list("raw_file", flat=True)):
+        if storage.exists(name):
+            storage.delete(name)
+    return deleted
+
+
+def purge_expired_quarantine(now: datetime | None = None) -> int:
+    """Quarantined lines of jobs finished more than QUARANTINE_RETENTION_DAYS ago (0 keeps them)."""
+    days = int(settings.QUARANTINE_RETENTION_DAYS)
+    if days <= 0:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    return delete_quarantined(LineRecord.objects.filter(job__finished__lte=cutoff))

@@ -8,6 +8,7 @@ ingest_urls = [
     path("jobs/<uuid:code>/", views.job_detail, name="ingest_job"),
     path("jobs/<uuid:code>/progress/", views.job_progress, name="ingest_job_progress"),
     path("quarantine/", views.quarantine, name="ingest_quarantine"),
+    path("quarantine/delete/", views.quarantine_delete, name="ingest_quarantine_delete"),
     path("lines/<int:line_id>/", views.line_detail, name="ingest_line"),
     path("lines/<int:line_id>/raw/", views.line_raw, name="ingest_line_raw"),
     path("watch/", views.watched_folders, name="ingest_watch"),

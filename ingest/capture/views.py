@@ -25,7 +25,7 @@ from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
 from dashboard.system import broker
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
-from ingest.capture import pipeline, selectors, watch
+from ingest.capture import pipeline, retention, selectors, watch
 from ingest.capture.forms import UploadForm, WatchedFolderForm, size_limit_message
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.capture.storage import open_stored
@@ -234,8 +234,28 @@ def quarantine(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "selected_job": selected_job,
         "jobs_with_lines": selectors.jobs_with_quarantine(team, selected_job),
         "filter_query": urlencode(filters),
+        "can_delete": allowed(request, team, Action.DELETE_QUARANTINE),
+        "retention_days": settings.QUARANTINE_RETENTION_DAYS,
     }
     return render_page(request, "capture/quarantine.html", ctx, fragment="lines-region")
+
+
+@login_required
+@require_POST
+def quarantine_delete(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+    """Delete the quarantined lines the page's filters select: one job's, one reason's, or all."""
+    team = get_team_for_user(request, team_slug, Action.DELETE_QUARANTINE)
+    reason = request.POST.get("reason", "")
+    job = _selected_job(team, request.POST.get("job", ""))
+    deleted = retention.delete_quarantined(selectors.quarantine_listing(team, reason=reason, job=job))
+    left = selectors.quarantine_listing(team, reason=reason, job=job).count()
+    what = f" of {job.filename or 'the job'}" if job is not None else ""
+    messages.success(request, f"Deleted {deleted:,} quarantined line(s){what}.")
+    if left:
+        messages.info(
+            request, f"{left:,} line(s) of jobs still running were kept; delete them once they finish."
+        )
+    return redirect("ingest_quarantine", team_slug=team.slug)
 
 
 @login_required

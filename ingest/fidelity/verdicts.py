@@ -399,7 +399,7 @@ def rejudge_for_document(document: ReferenceDocument) -> int:
     """
     team = document.team
     keys = fingerprints(document.text)
-    changed = 0
+    changes: list[Change] = []
     # Expecting its hash: a mismatch becomes a comparison, and the evidence names the document.
     by_hash = list(
         BulkArgument.objects.filter(team=team, expected_sha256=document.sha256)
@@ -407,7 +407,7 @@ def rejudge_for_document(document: ReferenceDocument) -> int:
         .select_related("call")
         .order_by("pk")
     )
-    changed += len(rejudge(team, by_hash))
+    changes += rejudge(team, by_hash)
     no_expectation = (
         BulkArgument.objects.filter(team=team, capture_truncated=False)
         .exclude(expected_source__in=CALLER_SOURCES)
@@ -415,7 +415,7 @@ def rejudge_for_document(document: ReferenceDocument) -> int:
     )
     # Hash-only arrivals (no content) can only match exactly.
     exact = list(no_expectation.filter(sha256=document.sha256).select_related("call").order_by("pk"))
-    changed += len(rejudge(team, exact))
+    changes += rejudge(team, exact)
     content_ids = (
         no_expectation.exclude(content=None)
         .exclude(sha256=document.sha256)
@@ -440,9 +440,11 @@ def rejudge_for_document(document: ReferenceDocument) -> int:
             .select_related("call")
             .order_by("pk")
         )
-        changed += len(rejudge(team, batch))
+        changes += rejudge(team, batch)
+    changed = len(changes)
     ReferenceDocument.objects.filter(pk=document.pk).update(rejudged=changed)
     document.rejudged = changed
+    evaluate_alerts(team, changes)
     return changed
 
 
@@ -454,7 +456,25 @@ def rejudge_without_document(team: Team, sha256: str) -> int:
         .select_related("call")
         .order_by("pk")
     )
-    return len(rejudge(team, arguments))
+    changes = rejudge(team, arguments)
+    evaluate_alerts(team, changes)
+    return len(changes)
+
+
+def evaluate_alerts(team: Team, changes: Sequence[Change]) -> None:
+    """Run the fidelity alert rules an ingest runs, over the calls whose verdicts moved: a document
+    registered (or removed) changes exact rates and damaged arrivals as much as a new batch does."""
+    call_ids = sorted({c.argument.call_id for c in changes if c.old != c.argument.verdict})
+    if not call_ids:
+        return
+    # Imported here: the alerts module reads the rollups this module writes.
+    from ingest.fidelity import alerts
+
+    try:
+        alerts.evaluate_after_ingest(team, call_ids)
+    except Exception:
+        # As after an ingest: an alerting problem must not undo the new verdicts; it is logged loudly.
+        logger.exception("fidelity alerts for team %s after a re-judgement failed", team.pk)
 
 
 # The Celery task that re-judges for a new document (ingest.tasks), sent by name.

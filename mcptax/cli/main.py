@@ -193,8 +193,9 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"discovered: {names}", file=sys.stderr)
         for entry in found:
             trust = measure.TRUSTED if entry.scope == "user" else untrusted
-            label = f"{entry.client}, {entry.scope}"
-            stacks += measure.stacks_from_file(entry.path, label, skip_empty=True, trust=trust)
+            stacks += measure.stacks_from_file(
+                entry.path, entry.client, scope=entry.scope, skip_empty=True, trust=trust
+            )
     for config in args.configs:
         stacks += measure.stacks_from_file(Path(config), trust=untrusted)
     if args.stdio or args.url:

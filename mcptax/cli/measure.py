@@ -185,9 +185,20 @@ def _rows(
 
 
 def stacks_from_file(
-    path: Path, client: str | None = None, *, skip_empty: bool = False, trust: Trust = TRUSTED
+    path: Path,
+    client: str | None = None,
+    *,
+    scope: str = "",
+    skip_empty: bool = False,
+    trust: Trust = TRUSTED,
 ) -> list[StackRow]:
-    """The stacks of a config file; an unreadable file is one stack carrying the error."""
+    """The stacks of a config file; an unreadable file is one stack carrying the error.
+
+    `client` and `scope` label each stack (discovery's "Claude Code", "user"): a project's own list
+    inside a user-scope file (Claude Code's ~/.claude.json `projects.<path>`) is that project's
+    local scope, not the user's."""
+    if client and scope:
+        client = f"{client}, {scope}"
     source = str(path)
     try:
         parsed = read_config_path(path)
@@ -205,9 +216,32 @@ def stacks_from_file(
         folder = path.resolve() / "_" if path.is_dir() else path.resolve()
         workspace = Path(stack.scope) if stack.scope else project_dir(folder)
         name = f"project {stack.scope}" if stack.scope else source
+        label = client.rsplit(", ", 1)[0] + ", local" if client and scope and stack.scope else client
         rows = _rows(stack, env, workspace, trust)
-        stacks.append(StackRow(source, client, name, rows, tool_search=stack.tool_search))
+        stacks.append(StackRow(source, label, name, rows, tool_search=stack.tool_search))
     return stacks
+
+
+# Commands that fetch and run a package: the server is the package, not the launcher.
+LAUNCHERS = {"npx", "pnpx", "bunx", "uvx", "pipx", "deno"}
+LAUNCHER_VERBS = {"run", "dlx", "exec", "x"}
+
+
+def command_label(argv: list[str]) -> str:
+    """A server's name from its command line: the package a launcher runs (`npx -y
+    @scope/server@1.2` -> `@scope/server`), the module of `python -m`, else the program's name."""
+    program = Path(argv[0]).name
+    rest = argv[1:]
+    if program.startswith("python") and "-m" in rest[:-1]:
+        return rest[rest.index("-m") + 1]
+    if program in LAUNCHERS or program in {"pnpm", "yarn", "bun"}:
+        words = [a for a in rest if not a.startswith("-") and a not in LAUNCHER_VERBS]
+        if words:
+            package = words[0]
+            # A version pin is not part of the name; a scope's own "@" is.
+            name, at, _ = package.rpartition("@")
+            return name if at and name else package
+    return program
 
 
 def stack_from_command_line(stdio: list[str], urls: list[str], url_transport: str) -> StackRow:
@@ -218,7 +252,7 @@ def stack_from_command_line(stdio: list[str], urls: list[str], url_transport: st
         if not argv:
             stack.error = "--stdio needs a command"
             continue
-        row = ServerRow(Path(argv[0]).name, "stdio")
+        row = ServerRow(command_label(argv), "stdio")
         row.target = ServerTarget("stdio", command=argv[0], args=argv[1:], env=environment())
         stack.servers.append(row)
     for url in urls:

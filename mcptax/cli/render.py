@@ -78,7 +78,7 @@ def _budget_line(settings: Settings) -> str:
     if settings.budget is not None:
         parts.append(f"budget {settings.budget:,} tokens per config")
     if settings.budget_server is not None:
-        parts.append(f"{settings.budget_server:,} per server")
+        parts.append(f"{settings.budget_server:,} tokens per server")
     window = f"context window {settings.context_window:,} tokens"
     counted = (
         settings.encoding if settings.profile == "mcp" else f"{settings.encoding}, {settings.profile} profile"

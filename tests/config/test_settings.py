@@ -56,7 +56,7 @@ def test_embedded_defaults_use_sqlite_a_filesystem_broker_and_a_kept_secret(tmp_
     s = json.loads(first.stdout)
     assert s["engine"] == "django.db.backends.sqlite3"
     assert s["db_name"] == str(tmp_path / "db.sqlite3")
-    assert s["broker"] == "filesystem://"
+    assert s["broker"] == "filesystem://localhost/"
     assert s["debug"] is True
     # The generated key is kept under var/, so sessions survive a restart.
     assert (tmp_path / "secret_key").read_text().strip() == s["secret"]

@@ -486,3 +486,27 @@ def test_deep_and_wide_schemas_are_analysed():
     oversized = {f.tools[0] for f in of_kind(found, findings.OVERSIZED_SCHEMA)}
     assert oversized == {"deep", "wide"}
     assert [f.tools for f in of_kind(found, findings.BULK_WITHOUT_REFERENCE)] == [["deep"]]
+
+
+def test_expected_sha256_is_advised_only_for_arguments_that_carry_documents():
+    """A knowledge-graph server's records (entities, observations with their text fields) are data,
+    not a copy of a document: no hash to check them against. A text or a flat list of values is."""
+    observation = {
+        "type": "object",
+        "properties": {"entityName": STRING, "contents": {"type": "array", "items": STRING}},
+    }
+    graph = make_tool(
+        "add_observations",
+        "Add observations to existing entities in the knowledge graph.",
+        observations={"type": "array", "items": observation},
+    )
+    (title,) = bulk_titles(graph)
+    assert title == (
+        "add_observations takes bulk observations with no reference alternative and no advice to "
+        "prefer the reference"
+    )
+    (finding,) = [f for f in findings.analyze([graph]) if f.kind == findings.BULK_WITHOUT_REFERENCE]
+    assert "expected_sha256" not in finding.detail and "both are additive changes" in finding.detail
+    write = make_tool("write", "Write a file.", path=STRING, content=STRING)
+    (title,) = bulk_titles(write)
+    assert "no expected_sha256" in title

@@ -16,7 +16,7 @@ def test_diff_context_marks_invisible_characters_and_snaps_to_char():
     offset = len("alpha\tbeta 😀 gamma".encode())
     context = diff_context(arrived, expected, offset, radius=10)
     assert context["expected"]["before"] == "ta 😀 gamma"
-    assert context["expected"]["after"].startswith("␍↵\ndelta↵\n")
+    assert context["expected"]["after"].startswith("⟨CR⟩↵\ndelta↵\n")
     assert context["arrived"]["after"] == "↵\ndelta"
     assert context["arrived"]["more_before"] and not context["arrived"]["more_after"]
     inside_emoji = len(b"alpha\tbeta ") + 2

@@ -1,6 +1,7 @@
 """Load demo data: a demo user and team (other parts of the product add their demo data here)."""
 
 import json
+import time
 from argparse import ArgumentParser
 from typing import Any
 
@@ -35,7 +36,16 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         user, team = ensure_demo_user_and_team()
         summary: dict[str, Any] = {"username": DEMO_USERNAME, "password": DEMO_PASSWORD, "team": team.slug}
-        summary |= {"snapshots": 0} | load_demo(team, user, servers=not options["skip_servers"])
+        started = time.monotonic()
+
+        def progress(step: str) -> None:
+            # On stderr under --json, so stdout stays one JSON document.
+            out = self.stderr if options["json"] else self.stdout
+            out.write(f"  demo: {step} ({time.monotonic() - started:.0f} s so far)…")
+
+        summary |= {"snapshots": 0} | load_demo(
+            team, user, servers=not options["skip_servers"], progress=progress
+        )
         if options["json"]:
             self.stdout.write(json.dumps(summary))
         else:

@@ -15,7 +15,7 @@ from ingest.capture.pipeline.batch import Run
 from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.lease import LeaseLost, claim, fail, is_transient
 from ingest.capture.pipeline.limits import InputTooLarge
-from ingest.capture.pipeline.reading import Lines, detect, open_input, outputs
+from ingest.capture.pipeline.reading import UNKNOWN_FORMAT, Lines, detect, open_input, outputs
 from ingest.capture.storage import open_job_input
 from mcptax.formats import DOCUMENT_FORMATS
 
@@ -65,7 +65,7 @@ def run_job(
             _run(job, token, limit, enqueue_range, fidelity)
     except LeaseLost:
         logger.warning("ingest job %s was taken over by another run", job_id)
-    except InputTooLarge as exc:
+    except (InputTooLarge, UnrecognisedInput) as exc:
         fail(job_id, token, exc, detail=str(exc))
     except Exception as exc:  # a job must never take the worker down with it
         # Storage, database and I/O errors of a queued job are retried with backoff; anything
@@ -83,6 +83,11 @@ class InputUnavailable(OSError):
     """The job's input could not be opened (missing, or its storage unreachable): retried."""
 
 
+class UnrecognisedInput(ValueError):
+    """No known log format: the job fails with the reason, and keeps none of its lines (a wrong
+    file is not a log whose lines went bad; quarantining them would leave only debris)."""
+
+
 def _run(
     job: IngestJob, token: str, max_bytes: int, enqueue_range: Enqueue | None, fidelity: FidelityStep | None
 ) -> None:
@@ -97,6 +102,8 @@ def _run(
         if not job.format:
             job.format = format
             IngestJob.objects.filter(pk=job.pk, run_token=token).update(format=format, total_bytes=total)
+        if format == UNKNOWN_FORMAT and total:  # (an empty file is simply done: nothing to read)
+            raise UnrecognisedInput(problem or "cannot tell the log format")
         if enqueue_range is not None and ranges.should_split(job, format, stream is not raw, total):
             if ranges.split(job, token, raw, total, enqueue_range):
                 return
@@ -107,5 +114,3 @@ def _run(
         # A document's units are its entries (the parser numbers them); other formats are physical lines.
         units = run.watermark if format in DOCUMENT_FORMATS else lines.count
         run.finish(bytes_done=total, total_bytes=total, lines_in_input=units, final=True)
-    if problem and lines.count:
-        IngestJob.objects.filter(pk=job.pk).update(error=problem[:4000])

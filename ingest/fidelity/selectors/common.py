@@ -107,6 +107,12 @@ class Tally:
     accepting_reference_calls: int = 0
     by_verdict: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def counted_tokens(self) -> int:
+        """The billed tokens no transcript measured: pasted text counted where a call recorded no
+        output figure. With the measured output it adds up to the billed total exactly."""
+        return self.billed_tokens - self.output_tokens
+
     def add(self, row: dict[str, Any], *, accepts_both: bool = False) -> None:
         verdict = row["verdict"] or PENDING
         calls = row["calls"] or 0

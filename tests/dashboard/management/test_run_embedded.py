@@ -7,6 +7,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,81 @@ def _start_embedded(tmp_path, output: int) -> Any:
     )
     proc.port = port
     return proc
+
+
+NOISE = ("No hostname was supplied", "AXES: BEGIN", "superuser privileges", "SecurityWarning")
+
+
+def test_make_run_and_make_serve_are_the_runner_with_their_steps():
+    makefile = (ROOT / "Makefile").read_text()
+    assert "\t@$(BIN)/python manage.py run_embedded --migrate --demo --allow-loopback\n" in makefile
+    assert "serve: $(STAMP)\n\t@$(BIN)/python manage.py run_embedded --migrate\n" in makefile
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_make_run_shows_each_step_keeps_mail_off_the_console_and_ends_with_the_address(tmp_path):
+    """What `make run` runs, as a first-time user meets it: a step line before each step (the demo's
+    own steps too), no warnings they can do nothing about, loopback allowed and said so, the demo's
+    alert e-mails in var/mail/ instead of the console, and the login and the address last. A command
+    run beside it builds its links on the same address."""
+    from tests.helpers import EmbeddedRun, Receiver, embedded_env, free_port
+
+    env = embedded_env(tmp_path)
+    port = free_port()
+    command = ["manage.py", "run_embedded", "--migrate", "--demo", "--allow-loopback", "--port", str(port)]
+    with EmbeddedRun([sys.executable, *command], env, ROOT) as run:
+        run.wait_for_address(timeout=500)
+        lines = run.lines
+        # The demo opened alerts whose e-mails the worker now sends: to files, not to this console.
+        mail = tmp_path / "mail"
+        wait_until(
+            lambda: mail.exists() and any(mail.iterdir()), timeout=120, message="the demo's alert e-mails"
+        )
+        time.sleep(3)
+        output = "".join(lines)
+        assert run.last_line() == f"Dashboard: http://127.0.0.1:{port}/   (Ctrl-C stops everything)", output
+        steps = [line.strip() for line in lines if line.startswith("==> ")]
+        assert steps == [
+            "==> 1. Migrating the database",
+            "==> 2. Collecting static files (hashed, gzip-compressed)",
+            "==> 3. Loading the demo (the first time: real polls and agents, a minute or two)",
+            "==> 4. Starting the web server, the worker and beat",
+        ], output
+        assert "demo: polling the example server files-sprawl" in output
+        assert "demo: recording two agents" in output
+        assert "Log in as demo / demo-tax-2026" in output
+        assert "Outbound: loopback allowed (127.0.0.0/8,::1/128)" in output
+        assert f"E-mail: written to {mail}/" in output
+        assert "Subject:" not in output and "Content-Type: text/plain" not in output
+        worker_log = (tmp_path / "log" / "worker.log").read_text()
+        for noise in NOISE:
+            assert noise not in output and noise not in worker_log, noise
+
+        # A command run beside the app (no SITE_URL of its own) links to the running app.
+        with Receiver() as hook:
+            script = (
+                "from dashboard.teams.models import Team\n"
+                "from dashboard.alerts.notify.models import Channel, ChannelKind\n"
+                "from dashboard.alerts.notify.delivery import deliver\n"
+                "from dashboard.alerts.notify.models import Delivery\n"
+                "from dashboard.alerts.budgets import open_or_update_alert\n"
+                "team = Team.objects.get(slug='demo')\n"
+                f"Channel.objects.create(team=team, name='local', kind=ChannelKind.WEBHOOK, config={{'url': '{hook.url}'}})\n"
+                "Channel.objects.exclude(name='local').update(enabled=False)\n"
+                "open_or_update_alert(team, 'cmd:x', 'fixed_tax_tokens', 'error', 9.0, 1.0, 'm', 'x')\n"
+                "for d in Delivery.objects.filter(channel__name='local'): deliver(d.pk)\n"
+            )
+            shell = {**env, "OUTBOUND_ALLOW_NETWORKS": "127.0.0.0/8"}
+            done = subprocess.run(
+                [sys.executable, "manage.py", "shell", "-c", script],
+                cwd=ROOT,
+                env=shell,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            wait_until(lambda: hook.delivered, timeout=30, message="the command's webhook")
+            assert hook.json(0)["alert"]["url"].startswith(f"http://127.0.0.1:{port}/t/demo/alerts/")
+    assert not (tmp_path / "run" / "site_url").exists()  # a stopped run leaves no address behind

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from dashboard.alerts.models import Alert
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack
-from dashboard.servers.pending import PENDING_POLL_GRACE, pending_token
+from dashboard.servers.pending import FIRST_POLL_WAIT, PENDING_POLL_GRACE, pending_token
 from dashboard.teams.models import Membership
 from tests.dashboard.factories import (
     embedded_figure,
@@ -296,7 +296,10 @@ def test_requested_poll_counts_as_running_until_the_worker_finishes(alice_client
     assert json.loads(done["HX-Trigger"]) == {"pollFinished": {"server": str(server.code)}}
     # A request the worker never picked up stops counting after the grace period.
     stale = pending_token(server, requested - PENDING_POLL_GRACE - timedelta(seconds=5))
-    McpServer.objects.filter(pk=server.pk).update(last_poll_at=None)
+    # (An older server: a new one's first poll is awaited on its own, see test_first_poll_refresh.)
+    McpServer.objects.filter(pk=server.pk).update(
+        last_poll_at=None, created=timezone.now() - FIRST_POLL_WAIT - timedelta(seconds=5)
+    )
     assert alice_client.get(url, {"pending": stale}, HTTP_HX_REQUEST="true").status_code == 286
 
 

@@ -22,7 +22,7 @@ from django.urls import reverse
 from dashboard.alerts.models import Threshold
 from dashboard.servers.models import McpServer, Stack
 from dashboard.teams.models import ApiToken, Team
-from ingest.capture.models import IngestJob, WatchedFolder
+from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
 from tests.dashboard.teams.roles_cases import (
     LOGIN,
@@ -323,6 +323,9 @@ TABLE: dict[str, list[Case]] = {
     "ingest_job": [Case("GET", SEE, obj("code", "job", "code"))],
     "ingest_job_progress": [Case("GET", SEE, obj("code", "job", "code"))],
     "ingest_quarantine": [Case("GET", SEE)],
+    "ingest_quarantine_delete": [
+        Case("POST", "admin", changed=lambda w, _: not LineRecord.objects.filter(pk=w.line.pk).exists())
+    ],
     "ingest_line": [Case("GET", SEE, obj("line_id", "line"))],
     "ingest_line_raw": [Case("GET", SEE, obj("line_id", "line"))],
     "ingest_watch": [

@@ -44,8 +44,8 @@ def test_call_drill_down_shows_evidence_and_diff_context(alice_client, fidelity_
     # CRLF copy: the carriage returns are made visible.
     arg = pasted_argument(team, "line_endings")
     response = alice_client.get(reverse("fidelity_call", args=[team.slug, arg.call_id]))
-    assert "␍↵" in response.context["rows"][0]["diff"]["arrived"]["after"]
-    assert "␍↵" in response.content.decode()
+    assert "⟨CR⟩↵" in response.context["rows"][0]["diff"]["arrived"]["after"]
+    assert "⟨CR⟩↵" in response.content.decode()
 
     # An exact copy whose server reported the sha256 it wrote: shown as agreeing.
     arg = pasted_argument(team, "exact")

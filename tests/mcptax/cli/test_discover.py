@@ -66,7 +66,8 @@ def test_discover_reads_every_installed_clients_config_and_names_them(tmp_path):
     stacks = {(s["client"], s["name"]): s for s in json.loads(run.stdout)["stacks"]}
     lean_tax, sprawl_tax = oracle_tax("lean"), oracle_tax("sprawling")
     assert stacks[("Claude Code, user", str(home / ".claude.json"))]["total"]["fixed_tax_tokens"] == lean_tax
-    assert stacks[("Claude Code, user", f"project {project}")]["total"]["fixed_tax_tokens"] == sprawl_tax
+    # The project's own list in ~/.claude.json is its local scope, not the user's.
+    assert stacks[("Claude Code, local", f"project {project}")]["total"]["fixed_tax_tokens"] == sprawl_tax
     assert (
         stacks[("Claude Code, project", str(project / ".mcp.json"))]["total"]["fixed_tax_tokens"] == lean_tax
     )

@@ -71,9 +71,11 @@ def test_gzip_input_and_unknown_formats(team, tmp_path):
     junk = tmp_path / "notes.txt"
     junk.write_text("hello\n\nworld\n")
     unknown = pipeline.ingest_path(team, junk)
-    assert unknown.status == "done" and unknown.format == "unknown"
-    assert (unknown.lines_read, unknown.quarantined, unknown.ignored) == (3, 2, 1)
-    assert "cannot tell the log format" in unknown.error
+    # Not a log at all: the job fails with the reason, and keeps none of the file's lines.
+    assert unknown.status == "failed" and unknown.format == "unknown"
+    assert (unknown.lines_read, unknown.quarantined, unknown.ignored) == (0, 0, 0)
+    assert unknown.error.startswith("cannot tell the log format")
+    assert not LineRecord.objects.filter(job=unknown).exists()
 
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from ingest.capture.models import LineRecord
 from tests.conftest import ROOT
 from tests.ingest.capture.logs import (
     EnvelopeLog,
@@ -39,7 +40,10 @@ def test_an_undetectable_format_fails_with_the_reason(team, tmp_path):
         call_command("ingest", str(path), "--json", stdout=out, stderr=err)
     summary = json.loads(out.getvalue())
     assert summary["ok"] is False and "cannot tell the log format" in summary["failure"]
-    assert (summary["read"], summary["quarantined"], summary["stored"]) == (2, 2, 0)
+    # A wrong file is a failed job with the reason, not a "done" job of quarantined lines.
+    assert summary["status"] == "failed" and summary["error"].startswith("cannot tell the log format")
+    assert (summary["read"], summary["quarantined"], summary["stored"]) == (0, 0, 0)
+    assert not LineRecord.objects.exists()
 
 
 @pytest.mark.django_db
