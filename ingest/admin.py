@@ -16,7 +16,16 @@ from ingest.capture.models import (
     WatchedFile,
     WatchedFolder,
 )
+from ingest.discovery.models import (
+    DiscoveryCall,
+    DiscoveryCompaction,
+    DiscoveryLoad,
+    DiscoveryRequest,
+    DiscoverySearch,
+    SessionDiscoverySummary,
+)
 from ingest.fidelity.models import FidelityDaily, ModelPrice, ReferenceDocument, ReferenceFingerprint
+from ingest.otel.models import MeasuredRequest, SentTools, TelemetryAgent
 
 if TYPE_CHECKING:
     from django.contrib.admin import ModelAdmin, TabularInline
@@ -161,3 +170,65 @@ class ReferenceFingerprintAdmin(ModelAdmin[ReferenceFingerprint]):
     list_filter = ["kind"]
     search_fields = ["value"]
     raw_id_fields = ["document"]
+
+
+# Tool discovery (deferred loading) and telemetry: read-mostly records the ingest writes; the admin
+# lists them for inspection, by session.
+@admin.register(DiscoverySearch)
+class DiscoverySearchAdmin(ModelAdmin[DiscoverySearch]):
+    list_display = ["session", "at", "search_tool", "query", "missed", "total_deferred"]
+    list_filter = ["search_tool", "missed"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(DiscoveryLoad)
+class DiscoveryLoadAdmin(ModelAdmin[DiscoveryLoad]):
+    list_display = ["session", "tool", "server_label", "at", "calls", "requests_after"]
+    search_fields = ["tool", "server_label"]
+    raw_id_fields = ["session", "search"]
+
+
+@admin.register(DiscoveryCall)
+class DiscoveryCallAdmin(ModelAdmin[DiscoveryCall]):
+    list_display = ["session", "tool", "server_label", "at"]
+    search_fields = ["tool", "server_label"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(DiscoveryCompaction)
+class DiscoveryCompactionAdmin(ModelAdmin[DiscoveryCompaction]):
+    list_display = ["session", "at", "key"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(DiscoveryRequest)
+class DiscoveryRequestAdmin(ModelAdmin[DiscoveryRequest]):
+    list_display = ["session", "at", "key"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(SessionDiscoverySummary)
+class SessionDiscoverySummaryAdmin(ModelAdmin[SessionDiscoverySummary]):
+    list_display = ["session", "total_deferred"]
+    raw_id_fields = ["session"]
+
+
+@admin.register(MeasuredRequest)
+class MeasuredRequestAdmin(ModelAdmin[MeasuredRequest]):
+    list_display = ["team", "session", "agent", "at", "model", "input_tokens", "output_tokens"]
+    list_filter = ["team", "model"]
+    raw_id_fields = ["session", "agent", "job"]
+
+
+@admin.register(SentTools)
+class SentToolsAdmin(ModelAdmin[SentTools]):
+    list_display = ["team", "session", "at", "mode", "tool_count", "deferred_count", "loaded_count"]
+    list_filter = ["team", "mode"]
+    raw_id_fields = ["session", "agent", "job"]
+
+
+@admin.register(TelemetryAgent)
+class TelemetryAgentAdmin(ModelAdmin[TelemetryAgent]):
+    list_display = ["team", "agent", "last_received", "last_event"]
+    list_filter = ["team"]
+    raw_id_fields = ["agent"]

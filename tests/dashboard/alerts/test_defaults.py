@@ -90,6 +90,8 @@ def test_the_admin_announces_a_new_team(admin_client, django_capture_on_commit_c
                 "name": "From admin",
                 "slug": "from-admin",
                 "context_window": "200000",
+                "protocol_era": "handshake",
+                "loading_client": "claude-code",
                 "created_0": "2026-12-01",
                 "created_1": "10:00:00",
                 "memberships-TOTAL_FORMS": "0",

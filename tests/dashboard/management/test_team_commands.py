@@ -41,7 +41,7 @@ def test_create_team_errors_are_clear_and_change_nothing(alice):
     with pytest.raises(CommandError, match="no user 'bob'"):
         _run("create_team", "Platform", "--owner", "bob")
     _run("create_team", "Platform", "--owner", "alice")
-    with pytest.raises(CommandError, match="A team named 'PLATFORM' already exists"):
+    with pytest.raises(CommandError, match="You already have a team named 'PLATFORM'"):
         _run("create_team", "PLATFORM", "--owner", "alice")
     with pytest.raises(CommandError, match="The slug 'platform' is taken"):
         _run("create_team", "Another", "--owner", "alice", "--slug", "platform")
