@@ -346,6 +346,22 @@ TABLE: dict[str, list[Case]] = {
     "fidelity_agents": [Case("GET", SEE)],
     "fidelity_overview_panel": [Case("GET", SEE)],
     "fidelity_agent": [Case("GET", SEE, lambda w: {"team_slug": w.team.slug, "family": w.family})],
+    # Tool discovery (deferred loading): read-only pages and the panels they load.
+    "discovery_team": [Case("GET", SEE)],
+    "discovery_agent": [Case("GET", SEE, lambda w: {"team_slug": w.team.slug, "family": w.family})],
+    "discovery_server": [Case("GET", SEE, server("admin_http"))],
+    "discovery_tool": [
+        Case("GET", SEE, lambda w: {"team_slug": w.team.slug, "code": w.admin_http.code, "tool": "read"})
+    ],
+    # Telemetry set-up: anyone who sees the team reads the lines; a token is an admin's to issue.
+    "ingest_telemetry": [Case("GET", SEE)],
+    "ingest_telemetry_token": [
+        Case(
+            "POST",
+            "admin",
+            changed=lambda w, _: ApiToken.objects.filter(team=w.team, name="telemetry").exists(),
+        )
+    ],
     "fidelity_call": [Case("GET", SEE, obj("call_id", "call"))],
     "fidelity_unused_tools": [Case("GET", SEE, server("admin_http"))],
     "fidelity_tool": [

@@ -64,6 +64,8 @@ API: dict[str, ApiCase] = {
     # Another team's token ingests into its own team: the job is theirs, never this team's.
     "api:ingest": ApiCase("POST", lambda w: "/api/v1/ingest", lambda w: b'{"a": 1}\n', foreign="elsewhere"),
     "api:ingest_status": ApiCase("GET", lambda w: f"/api/v1/ingest/{w.job.code}", foreign="404"),
+    # OTLP's own answer (no job code in it); another team's token stores its body for its own team.
+    "api:otel_logs": ApiCase("POST", lambda w: "/api/v1/otel/v1/logs", lambda w: {"resourceLogs": []}),
     "api:agents": ApiCase("GET", lambda w: "/api/v1/agents"),
     "api:fidelity_summary": ApiCase("GET", lambda w: "/api/v1/fidelity"),
     # Public: the overall status alone; a token adds the details of its own team

@@ -33,7 +33,9 @@ def test_job_status_tells_all_quarantined_from_done(alice_client, team):
         team, b'{"not": "an envelope"\n{broken\n', source=IngestJob.Source.UPLOAD, filename="bad.jsonl"
     )
     garbage.refresh_from_db()
-    assert garbage.status == "done" and garbage.lines_read and garbage.quarantined == garbage.lines_read
+    # A file in no known format fails with the reason and keeps none of its lines.
+    assert garbage.status == "failed" and garbage.quarantined == 0
+    assert "cannot tell the log format" in garbage.error
 
     def status(job):
         return _status(alice_client.get(reverse("ingest_job", args=[team.slug, job.code])).content.decode())
@@ -44,10 +46,10 @@ def test_job_status_tells_all_quarantined_from_done(alice_client, team):
         and "done, " in status(some)
         and " quarantined" in status(some)
     )
-    assert 'class="badge error"' in status(garbage) and "done: every line quarantined" in status(garbage)
+    assert 'class="badge error"' in status(garbage) and "failed" in status(garbage)
 
 
-def test_the_ingest_page_names_four_ways_in(alice_client, team):
+def test_the_ingest_page_names_five_ways_in(alice_client, team):
     html = alice_client.get(reverse("ingest_home", args=[team.slug])).content.decode()
-    assert "comes in four ways" in html and "manage.py ingest FILE" in html
-    assert "three ways" not in html
+    assert "comes in five ways" in html and "manage.py ingest FILE" in html
+    assert "OpenTelemetry logs" in html and "four ways" not in html
