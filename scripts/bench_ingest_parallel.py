@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from bench_ingest import DEFAULT_DB, ensure_database, generate  # noqa: E402
+from bench_ingest import DEFAULT_DB, ensure_database  # noqa: E402
+from benchlogs import generate  # noqa: E402
 
 FRAMES_PER_MB = 178  # generate()'s mix: about 5.6 kB a frame on average
 

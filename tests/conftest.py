@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.clock import RateClock
 from tests.helpers import IN_CI, LOOPBACK_NETWORKS, need, worker_environment
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -241,19 +242,6 @@ def polled_example_servers(team, alice):
             build_history(server)
             server.refresh_from_db()
     return servers
-
-
-class RateClock:
-    """The API rate limiter's clock, driven by the test: `now` seconds since the epoch."""
-
-    def __init__(self, now: float) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 @pytest.fixture

@@ -5,7 +5,8 @@ threshold. Called by dashboard.alerts.budgets for every stack of a server with a
 
 from __future__ import annotations
 
-from dashboard.alerts.budgets import (
+from dashboard.alerts.models import Alert, Level, Measure
+from dashboard.alerts.rules import (
     AlertChange,
     check_rule,
     describe,
@@ -14,7 +15,6 @@ from dashboard.alerts.budgets import (
     stack_rule_key,
     stack_thresholds,
 )
-from dashboard.alerts.models import Alert, Level, Measure
 from dashboard.servers import loading as server_loading
 from dashboard.servers.models import Snapshot, Stack
 

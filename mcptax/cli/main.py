@@ -45,7 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_measure_output(_add_measure(commands))
+    _add_check(commands)
+    _add_tokens(commands)
+    return parser
 
+
+def _add_measure(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """`measure`: its parser and what it measures (configs, servers, trust, timeout)."""
     measure = commands.add_parser(
         "measure",
         help="start every server of client configs at once and count their tools",
@@ -82,6 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     measure.add_argument(
         "--timeout", type=_positive_float, default=30.0, metavar="S", help="per server (default 30)"
     )
+    return measure
+
+
+def _add_measure_output(measure: argparse.ArgumentParser) -> None:
+    """`measure`: how it counts and reports (encoding, profile, client, output, budgets)."""
     measure.add_argument("--encoding", default="cl100k_base", choices=["cl100k_base", "o200k_base"])
     measure.add_argument(
         "--profile",
@@ -125,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="for the share column (default 200000)",
     )
 
+
+def _add_check(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     check = commands.add_parser(
         "check", help="judge a tools/list with the dashboard's CI gate (POST /api/v1/check)"
     )
@@ -143,11 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--git-ref", help="branch, tag or commit, shown in the report")
     check.add_argument("--json", action="store_true", help="print the gate's whole answer as JSON")
 
+
+def _add_tokens(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     tokens = commands.add_parser("tokens", help="count a saved tools/list file (as manage.py tokens)")
     tokens.add_argument("file", help="tools/list result, bare array of tools, or {initialize, tools}")
     tokens.add_argument("--encoding", default="cl100k_base")
     tokens.add_argument("--json", action="store_true", help="print the report as JSON")
-    return parser
 
 
 def _tokens(args: argparse.Namespace) -> int:

@@ -59,6 +59,39 @@ def _validate_limits(connect_timeout: float, total_timeout: float, max_bytes: in
         raise ValueError("max_bytes must be positive")
 
 
+def _transport(
+    target: ServerTarget,
+    capture: Capture,
+    message_limit: int,
+    connect_timeout: float,
+    total_timeout: float,
+    outbound: OutboundPolicy,
+    process: anyio.abc.Process | None,
+    stdin_grace: float | None,
+) -> AbstractAsyncContextManager[Any]:
+    """The byte-bounded transport for `target`'s kind (stdio, Streamable HTTP or SSE), before the tap."""
+    if target.transport == "stdio":
+        return bounded_stdio(
+            target,
+            capture,
+            message_limit,
+            process,
+            STDIN_CLOSE_GRACE if stdin_grace is None else stdin_grace,
+        )
+    if target.transport == "http":
+        return streamable_http(target, capture, message_limit, connect_timeout, total_timeout, outbound)
+    return sse(target, capture, message_limit, connect_timeout, total_timeout, outbound)
+
+
+async def _count_prompts_resources(client: Client, result: FetchResult) -> None:
+    """Prompts and resources, each counted only when the server advertises it."""
+    capabilities = client.server_capabilities
+    if capabilities.prompts is not None:
+        result.prompts_count = await _count_listing(client.list_prompts, "prompts")
+    if capabilities.resources is not None:
+        result.resources_count = await _count_listing(client.list_resources, "resources")
+
+
 async def fetch_tools(
     target: ServerTarget,
     *,
@@ -96,18 +129,9 @@ async def fetch_tools(
     message_limit = max_bytes + ENVELOPE_SLACK_BYTES
     started = anyio.current_time()
     wall_started = time.monotonic()
-    if target.transport == "stdio":
-        inner: AbstractAsyncContextManager[Any] = bounded_stdio(
-            target,
-            capture,
-            message_limit,
-            process,
-            STDIN_CLOSE_GRACE if stdin_grace is None else stdin_grace,
-        )
-    elif target.transport == "http":
-        inner = streamable_http(target, capture, message_limit, connect_timeout, total_timeout, outbound)
-    else:
-        inner = sse(target, capture, message_limit, connect_timeout, total_timeout, outbound)
+    inner = _transport(
+        target, capture, message_limit, connect_timeout, total_timeout, outbound, process, stdin_grace
+    )
 
     result: FetchResult | None = None
     phase = "connect"
@@ -123,11 +147,7 @@ async def fetch_tools(
                 result.handshake = capture.handshake
                 if include_prompts_resources:
                     phase = "prompts/list and resources/list"
-                    capabilities = client.server_capabilities
-                    if capabilities.prompts is not None:
-                        result.prompts_count = await _count_listing(client.list_prompts, "prompts")
-                    if capabilities.resources is not None:
-                        result.resources_count = await _count_listing(client.list_resources, "resources")
+                    await _count_prompts_resources(client, result)
     except Exception as exc:
         # A failure after the tools arrived (counting prompts, tearing down) loses nothing.
         if result is None:

@@ -184,24 +184,11 @@ def _model_api_line(
     return event
 
 
-def parse_line(
-    line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, totals: dict[str, int | None] | None = None
-) -> LineEvent:
-    record = read_json_object(line, max_line_bytes)
-    if isinstance(record, LineEvent):
-        return record
-    direction = record.get("direction")
-    if direction is None:
-        return quarantine(line, "missing_field:direction")
-    if direction == "stderr":
-        return ignore(line, "stderr")
-    if direction == "meta":
-        return ignore(line, "meta")
-    if not isinstance(direction, str) or direction not in _FRAME_DIRECTIONS:
-        return quarantine(line, "invalid_field:direction")
-    session_key = _scalar_key(record.get("session_id"))
-    if session_key is None:
-        return quarantine(line, "missing_field:session_id")
+def _payload(
+    line: RawLine, record: dict[str, Any], direction: str
+) -> tuple[Any, tuple[str, ...]] | LineEvent:
+    """The frame's JSON-RPC payload (``raw``, a ``raw`` string parsed, or what a cut prefix tells)
+    and the pointers of the strings a cut went through; else the line's ignore or quarantine event."""
     truncated = record.get("truncated")
     raw = record.get("raw")
     cut_pointers: tuple[str, ...] = ()
@@ -221,6 +208,32 @@ def parse_line(
             raw, cut_pointers = _from_prefix(text, direction)
         if raw is None or (problem is not None and not truncated):
             return quarantine(line, "truncated_raw" if truncated else "invalid_raw")
+    return raw, cut_pointers
+
+
+def parse_line(
+    line: RawLine, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, totals: dict[str, int | None] | None = None
+) -> LineEvent:
+    record = read_json_object(line, max_line_bytes)
+    if isinstance(record, LineEvent):
+        return record
+    direction = record.get("direction")
+    if direction is None:
+        return quarantine(line, "missing_field:direction")
+    if direction == "stderr":
+        return ignore(line, "stderr")
+    if direction == "meta":
+        return ignore(line, "meta")
+    if not isinstance(direction, str) or direction not in _FRAME_DIRECTIONS:
+        return quarantine(line, "invalid_field:direction")
+    session_key = _scalar_key(record.get("session_id"))
+    if session_key is None:
+        return quarantine(line, "missing_field:session_id")
+    truncated = record.get("truncated")
+    payload = _payload(line, record, direction)
+    if isinstance(payload, LineEvent):
+        return payload
+    raw, cut_pointers = payload
     if tool_search.is_model_api_body(raw):
         return _model_api_line(line, raw, session_key, record, {} if totals is None else totals)
     if isinstance(raw, dict):

@@ -1,4 +1,4 @@
-"""Every client config shape people have, read into stacks of servers (mcptax/clientconfig.py).
+"""Every client config shape people have, read into stacks of servers (mcptax/clientconfig/).
 
 The fixtures in tests/data/configs/ follow each client's published shape (see the README there);
 the expected servers below are written by hand from those files.

@@ -1,5 +1,5 @@
 """YAML clients (Goose, LibreChat, Continue), opencode and Amazon Q, and tolerant reading: one odd
-entry is skipped with its reason and never loses the rest of the file (mcptax/clientconfig.py).
+entry is skipped with its reason and never loses the rest of the file (mcptax/clientconfig/).
 
 The fixtures in tests/data/configs/ follow each client's published shape (see the README there);
 the expected servers below are written by hand from those files.

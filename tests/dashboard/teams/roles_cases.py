@@ -6,10 +6,12 @@ Each entry names the least role a page or change needs, written from docs/roles.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from dashboard.servers.models import Stack
 from dashboard.teams.models import Invite, Membership, Team
 from tests.dashboard.teams.roles_world import World
 
@@ -171,3 +173,46 @@ MEMBERSHIP_TABLE: dict[str, list[Case]] = {
     # joining, signing up and the links that no longer work.
     "invite_accept": [Case("GET", PUBLIC, kwargs=lambda w: {"token": w.invite_token})],
 }
+
+
+def server_form(w: World, name: str, **extra: str) -> dict[str, Any]:
+    base = {
+        "name": name,
+        "transport": "http",
+        "url": "http://127.0.0.1:9/edited",
+        "cwd": "",
+        "poll_interval_seconds": "3600",
+        "enabled": "on",
+        "command_line": "",
+        "env_text": "",
+        "headers_text": "",
+    }
+    return {**base, **extra}
+
+
+def edited(which: str) -> Effect:
+    return lambda w, _: w.fresh(getattr(w, which)).poll_interval_seconds == 3600
+
+
+def import_over(
+    name: str, url: str, *, into: str = "mine", own: bool = False
+) -> Callable[[World], dict[str, Any]]:
+    """Import `name` at `url` into stack `into`.
+
+    An import changes a server only through the one stack that holds it (one server identity
+    across stacks): the admin's server sits in the world's "agent" stack; with `own`, the member's
+    own server is first put in a stack "mine" the member imported.
+    """
+    config = json.dumps({"mcpServers": {name: {"type": "http", "url": url}}})
+
+    def data(w: World) -> dict[str, Any]:
+        if own:
+            mine = Stack.objects.create(team=w.team, name=into, owner=w.users["member"])
+            mine.servers.set([w.own_http])
+        return {"stack_name": into, "config_text": config}
+
+    return data
+
+
+def url_of(which: str, url: str) -> Effect:
+    return lambda w, _: w.fresh(getattr(w, which)).url == url

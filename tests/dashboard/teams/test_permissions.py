@@ -11,16 +11,12 @@ suffices the answer is 2xx/3xx and the change happened, otherwise the answer is 
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from typing import Any
-
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from dashboard.alerts.models import Threshold
-from dashboard.servers.models import McpServer, Stack
+from dashboard.servers.models import McpServer
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
@@ -31,58 +27,18 @@ from tests.dashboard.teams.roles_cases import (
     RANK,
     SEE,
     Case,
-    Effect,
+    edited,
     gone,
+    import_over,
     obj,
     queued,
     server,
+    server_form,
+    url_of,
 )
-from tests.dashboard.teams.roles_world import PRINCIPALS, World, alert_is, bulk_ack, url_names
+from tests.dashboard.teams.roles_world import PRINCIPALS, alert_is, bulk_ack, url_names
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(120)]
-
-
-def server_form(w: World, name: str, **extra: str) -> dict[str, Any]:
-    base = {
-        "name": name,
-        "transport": "http",
-        "url": "http://127.0.0.1:9/edited",
-        "cwd": "",
-        "poll_interval_seconds": "3600",
-        "enabled": "on",
-        "command_line": "",
-        "env_text": "",
-        "headers_text": "",
-    }
-    return {**base, **extra}
-
-
-def edited(which: str) -> Effect:
-    return lambda w, _: w.fresh(getattr(w, which)).poll_interval_seconds == 3600
-
-
-def import_over(
-    name: str, url: str, *, into: str = "mine", own: bool = False
-) -> Callable[[World], dict[str, Any]]:
-    """Import `name` at `url` into stack `into`.
-
-    An import changes a server only through the one stack that holds it (one server identity
-    across stacks): the admin's server sits in the world's "agent" stack; with `own`, the member's
-    own server is first put in a stack "mine" the member imported.
-    """
-    config = json.dumps({"mcpServers": {name: {"type": "http", "url": url}}})
-
-    def data(w: World) -> dict[str, Any]:
-        if own:
-            mine = Stack.objects.create(team=w.team, name=into, owner=w.users["member"])
-            mine.servers.set([w.own_http])
-        return {"stack_name": into, "config_text": config}
-
-    return data
-
-
-def url_of(which: str, url: str) -> Effect:
-    return lambda w, _: w.fresh(getattr(w, which)).url == url
 
 
 TABLE: dict[str, list[Case]] = {
