@@ -21,6 +21,8 @@ from tests.helpers import IN_CI, LOOPBACK_NETWORKS, need, worker_environment
 ROOT = Path(__file__).resolve().parent.parent
 need_service = need  # the one skip rule: skip locally, fail when CI=true
 __all__ = ["IN_CI", "need_service"]
+# Headless Chromium: the browser_page fixture and its helpers (browser_login, axe-core).
+pytest_plugins = ["tests.browser"]
 
 # Processes the tests start (a Celery worker, manage.py) read the environment.
 os.environ.setdefault("OUTBOUND_ALLOW_NETWORKS", ",".join(LOOPBACK_NETWORKS))
@@ -327,56 +329,6 @@ def team_token(team):
     return ApiToken.issue(team, "tests")
 
 
-# -- real headless Chromium ----------------------------------------------------------------------
-
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-@pytest.fixture
-def browser_page(live_server, monkeypatch):
-    """A page in Debian's headless Chromium that records requests leaving the app's origin
-    (`page.foreign_requests`) and JavaScript errors (`page.js_errors`)."""
-    import shutil
-
-    executable = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(executable):
-        need_service("Debian's chromium is not installed")
-    # Playwright's sync API keeps an event loop running in this thread; the test's own ORM calls
-    # (fixtures, assertions) are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1360, "height": 900})
-        page.set_default_timeout(20_000)
-        origin = live_server.url
-        page.foreign_requests = []
-        page.js_errors = []
-        page.on(
-            "request",
-            lambda r: (
-                None if r.url.startswith((origin + "/", "data:")) else page.foreign_requests.append(r.url)
-            ),
-        )
-        page.on("pageerror", lambda exc: page.js_errors.append(str(exc)))
-        yield page
-        browser.close()
-
-
-def browser_login(page, live_server, username: str, password: str) -> None:
-    page.goto(live_server.url + "/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("form button")
-
-
 # -- the services leg runs only what the services can change ------------------------------------
 
 DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server"}
@@ -407,28 +359,6 @@ def pytest_collection_modifyitems(config, items):
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
-
-
-AXE_DIR = ROOT / "var" / "axe"  # installed by the set-up phase (scripts/test_setup.py), never here
-AXE_VERSION = "4"
-
-
-def axe_core_script() -> Path:
-    """axe-core's browser bundle, installed under var/axe by scripts/test_setup.py (the set-up phase
-    of `make test`): a test never reaches npm, so it runs the same with the network cut."""
-    script = AXE_DIR / "node_modules" / "axe-core" / "axe.min.js"
-    if not script.exists():
-        need_service("axe-core is not installed under var/axe: run scripts/test_setup.py (make test does)")
-    return script
-
-
-def chromium_executable() -> str:
-    import shutil
-
-    executable = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.path.exists(executable):
-        need_service("Debian's chromium is not installed")
-    return executable
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ import subprocess
 
 import pytest
 
-from tests.conftest import CHROMIUM_ARGS, ROOT, chromium_executable
+from tests.browser import CHROMIUM_ARGS, chromium_executable
+from tests.conftest import ROOT
 from tests.helpers import EmbeddedRun, embedded_env, free_port
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]

@@ -1,6 +1,6 @@
 from django.urls import URLPattern, URLResolver, include, path
 
-from dashboard.servers import counting_views, regression_views, views
+from dashboard.servers import counting_views, regression_views, stack_views, views
 
 server_urls: list[URLPattern | URLResolver] = [
     path("", views.server_detail, name="server_detail"),
@@ -15,7 +15,7 @@ team_urls: list[URLPattern | URLResolver] = [
     path("", views.team_overview, name="team_overview"),
     path("servers/add/", views.server_add, name="server_add"),
     path("servers/<uuid:code>/", include(server_urls)),
-    path("stacks/", views.stacks, name="stacks"),
+    path("stacks/", stack_views.stacks, name="stacks"),
     path("settings/counting/", counting_views.update_counting, name="team_counting"),
     path("regressions/", regression_views.regression_list, name="regressions"),
 ]

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from ingest.capture.models import WatchedFolder
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.dashboard.factories import http_server, record, tool
 from tests.ingest.fidelity.conftest import captured_log, fidelity_team  # noqa: F401 - fixtures
 

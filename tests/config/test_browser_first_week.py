@@ -10,7 +10,7 @@ from django.urls import reverse
 
 from dashboard.alerts.budgets import open_or_update_alert, resolve_alert
 from dashboard.alerts.models import Level, Measure, Threshold
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.dashboard.factories import http_server, record, tool
 
 

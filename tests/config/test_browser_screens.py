@@ -4,7 +4,7 @@ is wider than the screen and the navigation folds behind its button; the favicon
 
 One browser session walks all the combinations (pages x widths x colour schemes): starting
 Chromium per combination would cost more than the checks. axe-core comes from npm, cached under
-var/axe (tests.conftest.axe_core_script), and is injected with `add_script_tag(path=...)`, which
+var/axe (tests.browser.axe_core_script), and is injected with `add_script_tag(path=...)`, which
 adds it as an inline script: the context bypasses the Content-Security-Policy for that, which
 tests/config/test_browser_csp.py checks on its own.
 """
@@ -19,7 +19,7 @@ from django.urls import reverse
 
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent, ToolCall
-from tests.conftest import CHROMIUM_ARGS, axe_core_script, browser_login, chromium_executable
+from tests.browser import CHROMIUM_ARGS, axe_core_script, browser_login, chromium_executable
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

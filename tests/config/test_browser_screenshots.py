@@ -18,7 +18,7 @@ from django.urls import reverse
 from dashboard.system.models import WORK_QUEUES, WorkerHeartbeat
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent
-from tests.conftest import CHROMIUM_ARGS, browser_login, chromium_executable
+from tests.browser import CHROMIUM_ARGS, browser_login, chromium_executable
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from dashboard.demo import ensure_example_servers
 from dashboard.servers.models import Snapshot
 from dashboard.tasks import poll as poll_server
 from dashboard.teams.services import create_team
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.dashboard.alerts.factories import SPRAWL_V14, SPRAWL_V15, set_grown
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

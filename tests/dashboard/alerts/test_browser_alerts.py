@@ -6,7 +6,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.alerts.models import Alert, AlertState
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.dashboard.alerts.factories import open_alert
 
 

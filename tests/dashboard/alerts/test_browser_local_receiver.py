@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.helpers import Receiver, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]

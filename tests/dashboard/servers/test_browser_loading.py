@@ -10,7 +10,7 @@ import tiktoken
 
 from dashboard.servers.config_import import SHELL, import_config_text
 from dashboard.servers.models import McpServer
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.dashboard.factories import record, tool
 from tests.helpers import compact
 

@@ -22,7 +22,8 @@ from django.utils import timezone
 from dashboard.demo import GROWN_ENV
 from dashboard.servers.models import McpServer
 from dashboard.servers.polling import poll_server
-from tests.conftest import ROOT, browser_login
+from tests.browser import browser_login
+from tests.conftest import ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

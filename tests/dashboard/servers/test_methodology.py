@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.servers.methodology import CAPTURE
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.helpers import compact, tiktoken_reference
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from tests.conftest import browser_login
+from tests.browser import browser_login
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

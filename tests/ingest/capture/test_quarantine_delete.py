@@ -15,7 +15,8 @@ from django.utils import timezone
 from dashboard.teams.models import Membership
 from ingest.capture import pipeline, retention, storage
 from ingest.capture.models import IngestJob, LineRecord
-from tests.conftest import ROOT, browser_login, make_envelope_log
+from tests.browser import browser_login
+from tests.conftest import ROOT, make_envelope_log
 
 README = ROOT / "README.md"
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 from playwright.sync_api import expect
 
 from ingest.capture.pipeline import ingest_path
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.dashboard.factories import http_server, record
 from tests.ingest.discovery.test_views_discovery import LOGS, SERVERS
 

@@ -11,7 +11,7 @@ from opentelemetry.sdk._logs.export import LogRecordExportResult
 
 from ingest.capture import pipeline
 from ingest.capture.models import IngestJob
-from tests.conftest import browser_login
+from tests.browser import browser_login
 from tests.ingest.otel.exporters import fixture, records
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
