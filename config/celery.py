@@ -13,6 +13,7 @@ from celery.exceptions import SecurityWarning
 from celery.signals import worker_process_shutdown, worker_shutdown, worker_shutting_down
 
 from config import brokerfix
+from config.env import env_bool
 from mcptax.procgroup import kill_tracked_groups
 
 brokerfix.install()  # a Redis restart must not stop a worker (see config/brokerfix.py)
@@ -21,7 +22,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 # The embedded run (`make run`, `make serve`) is one person's own machine, often a root container:
 # celery's running-as-root warning tells them nothing they can act on. A deployment keeps it.
-if os.environ.get("MCPTAX_EMBEDDED") == "1":
+if env_bool("MCPTAX_EMBEDDED", False):
     warnings.filterwarnings("ignore", category=SecurityWarning)
 
 app = Celery("mcp_tax")

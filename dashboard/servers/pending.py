@@ -51,6 +51,13 @@ def first_poll_pending(server: McpServer, now: datetime | None = None) -> tuple[
     """A new server's first poll, as if requested when the server was created: it is due at once
     (the dispatcher sends it within a tick), so the page waits for it like a "poll now"."""
     now = now or timezone.now()
-    if server.enabled and server.last_poll_at is None and now - server.created < FIRST_POLL_WAIT:
+    # A lock left by a worker that died is no poll to wait for: the page says it was abandoned.
+    stale = server.lock_is_stale(now)
+    if (
+        server.enabled
+        and server.last_poll_at is None
+        and not stale
+        and now - server.created < FIRST_POLL_WAIT
+    ):
         return server.pk, server.created
     return None

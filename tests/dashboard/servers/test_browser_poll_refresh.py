@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from dashboard.demo import GROWN_ENV
 from dashboard.servers.models import McpServer
-from dashboard.servers.polling import poll_server
+from dashboard.tasks import poll as poll_server
 from tests.browser import browser_login
 from tests.conftest import ROOT
 
