@@ -285,6 +285,8 @@ def main() -> int:
                 response = client.get(url, **extra)
             if response.status_code != 200:
                 raise SystemExit(f"{url}: HTTP {response.status_code}")
+            if os.environ.get("BENCH_SHOW_QUERIES"):
+                print(url, *[q["sql"][:160] for q in queries.captured_queries], sep="\n  ")
             return len(queries), len(response.content)
 
         results = []

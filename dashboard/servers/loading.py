@@ -8,6 +8,7 @@ remembers results per process (a snapshot never changes, so its figures never do
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,13 +42,33 @@ def setting_for(team: Team, stack: Stack | None = None, client: str = "claude-co
     return value
 
 
+_RAW_CACHE_SIZE = 256
+_raw_cache: OrderedDict[str, Any] = OrderedDict()
+
+
+def _raw_tools(shas: list[str]) -> dict[str, Any]:
+    """The raw tools of each document, read once per process in one query for the missing ones
+    (every preset of one page asks for the same documents: one query, not one per preset)."""
+    missing = [sha for sha in shas if sha not in _raw_cache]
+    if missing:
+        for sha, document in ToolsDocument.objects.in_bulk(missing, field_name="sha256").items():
+            _raw_cache[sha] = document.raw
+    found = {}
+    for sha in shas:
+        _raw_cache.move_to_end(sha)
+        found[sha] = _raw_cache[sha]
+    while len(_raw_cache) > _RAW_CACHE_SIZE:
+        _raw_cache.popitem(last=False)
+    return found
+
+
 @functools.lru_cache(maxsize=256)
 def _stack_figures(
     members: tuple[Member, ...], client: str, encoding: str, setting: str | None, window: int
 ) -> StackLoading:
-    documents = ToolsDocument.objects.in_bulk([sha for sha, _, _, _ in members], field_name="sha256")
+    documents = _raw_tools(sorted({sha for sha, _, _, _ in members}))
     servers = [
-        loading.ServerTools(name, documents[sha].raw, instructions or None, always)
+        loading.ServerTools(name, documents[sha], instructions or None, always)
         for sha, instructions, name, always in members
     ]
     return loading.stack_figures(servers, client, encoding=encoding, setting=setting, context_window=window)
@@ -89,7 +110,8 @@ def for_stack(
     replace = replace or {}
     members = [
         (replace.get(m.pk, m.current_snapshot), m.name, m.pk in always)
-        for m in stack.servers.all()
+        # One query for the members and their snapshots, however many the stack holds.
+        for m in stack.servers.select_related("current_snapshot")
         if replace.get(m.pk, m.current_snapshot) is not None
     ]
     if not members:
