@@ -8,7 +8,6 @@ remembers results per process (a snapshot never changes, so its figures never do
 from __future__ import annotations
 
 import functools
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,33 +41,13 @@ def setting_for(team: Team, stack: Stack | None = None, client: str = "claude-co
     return value
 
 
-_RAW_CACHE_SIZE = 256
-_raw_cache: OrderedDict[str, Any] = OrderedDict()
-
-
-def _raw_tools(shas: list[str]) -> dict[str, Any]:
-    """The raw tools of each document, read once per process in one query for the missing ones
-    (every preset of one page asks for the same documents: one query, not one per preset)."""
-    missing = [sha for sha in shas if sha not in _raw_cache]
-    if missing:
-        for sha, document in ToolsDocument.objects.in_bulk(missing, field_name="sha256").items():
-            _raw_cache[sha] = document.raw
-    found = {}
-    for sha in shas:
-        _raw_cache.move_to_end(sha)
-        found[sha] = _raw_cache[sha]
-    while len(_raw_cache) > _RAW_CACHE_SIZE:
-        _raw_cache.popitem(last=False)
-    return found
-
-
 @functools.lru_cache(maxsize=256)
 def _stack_figures(
     members: tuple[Member, ...], client: str, encoding: str, setting: str | None, window: int
 ) -> StackLoading:
-    documents = _raw_tools(sorted({sha for sha, _, _, _ in members}))
+    documents = ToolsDocument.objects.in_bulk([sha for sha, _, _, _ in members], field_name="sha256")
     servers = [
-        loading.ServerTools(name, documents[sha], instructions or None, always)
+        loading.ServerTools(name, documents[sha].raw, instructions or None, always)
         for sha, instructions, name, always in members
     ]
     return loading.stack_figures(servers, client, encoding=encoding, setting=setting, context_window=window)
@@ -191,18 +170,21 @@ def for_stack_of_one(
 def for_server(
     server: McpServer, snapshot: Snapshot, team: Team, encoding: str
 ) -> list[tuple[loading.Preset, ServerLoading]]:
-    """The server on its own under every client preset, the team's client first."""
+    """The server on its own under every client preset, the team's client first: its tools read
+    once for all of them (one query whatever the cache holds, so a page's query count is fixed)."""
     first = client_of(team)
     clients = [first, *(c for c in loading.CLIENTS if c != first)]
+    document = ToolsDocument.objects.get(sha256=snapshot.sha256)
+    tools = loading.ServerTools(server.name, document.raw, snapshot.instructions or None, False)
     return [
         (
             loading.PRESETS[c],
-            figures(
-                [(snapshot, server.name, False)],
+            loading.stack_figures(
+                [tools],
                 c,
                 encoding=encoding,
                 setting=setting_for(team, None, c),
-                window=team.context_window,
+                context_window=team.context_window,
             ).servers[0],
         )
         for c in clients
