@@ -9,10 +9,10 @@ import shlex
 import pytest
 from opentelemetry.sdk._logs.export import LogRecordExportResult
 
-from ingest.capture import pipeline
 from ingest.capture.models import IngestJob
 from tests.browser import browser_login
 from tests.ingest.otel.exporters import fixture, records
+from tests.ingest.otel.support import run_to_end
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -55,7 +55,7 @@ def test_following_the_set_up_lines_brings_the_agent_in(
     exporter = OTLPLogExporter()
     assert exporter.export(records(fixture("claude_code_session.json"))) == LogRecordExportResult.SUCCESS
     exporter.shutdown()
-    job = pipeline.run_job(IngestJob.objects.get(team=team, source="otel").pk)  # the worker's part
+    job = run_to_end(IngestJob.objects.get(team=team, source="otel").pk)  # the worker's part
     assert job.stored == 7
 
     page.goto(f"{live_server.url}/t/{team.slug}/ingest/telemetry/")

@@ -10,9 +10,9 @@ import pytest
 from django.urls import reverse
 
 from dashboard.teams.models import ApiToken
-from ingest.capture import pipeline
 from ingest.capture.models import IngestJob
 from mcptax import tokens
+from tests.ingest.otel.support import run_to_end
 from tests.ingest.otel.test_receiver_answers import CLAUDE, json_body, post
 
 
@@ -60,7 +60,7 @@ def test_agent_page_shows_measured_tokens_and_the_tool_definition_share(
     alice_client, client, team, team_token
 ):
     assert post(client, team_token[1], json_body(CLAUDE["events"])).status_code == 200
-    pipeline.run_job(IngestJob.objects.get(team=team).pk)
+    run_to_end(IngestJob.objects.get(team=team).pk)
     page = alice_client.get(reverse("fidelity_agent", args=[team.slug, "claude-code"])).content.decode()
     assert 'id="measured-sessions"' in page
     session = CLAUDE["events"][0]["attributes"]["session.id"]
@@ -83,7 +83,7 @@ def test_telemetry_quarantine_is_listed_on_the_set_up_page(alice_client, client,
         "attributes": {**CLAUDE["events"][0]["attributes"], "event.name": "brand_new"},
     }
     post(client, team_token[1], json_body([event]))
-    pipeline.run_job(IngestJob.objects.get(team=team).pk)
+    run_to_end(IngestJob.objects.get(team=team).pk)
     page = alice_client.get(reverse("ingest_telemetry", args=[team.slug])).content.decode()
     assert "unknown_event:claude_code.brand_new" in page
     assert "1 in quarantine" in alice_client.get(reverse("ingest_home", args=[team.slug])).content.decode()

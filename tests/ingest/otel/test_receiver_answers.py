@@ -17,6 +17,7 @@ from ingest.capture.models import IngestJob, LineRecord, ToolCall
 from ingest.discovery.models import DiscoverySearch
 from ingest.otel.models import MeasuredRequest, SentTools
 from tests.ingest.otel.exporters import fixture, records, send
+from tests.ingest.otel.support import run_to_end
 
 URL = "/api/v1/otel/v1/logs"
 CLAUDE = fixture("claude_code_session.json")
@@ -30,7 +31,7 @@ def other_team(team_factory, user_factory):
     job = pipeline.create_job(
         other, source="otel", filename="seed", format="otlp", storage_name=store(other, body)
     )
-    pipeline.run_job(job.pk)
+    run_to_end(job.pk)
     return other
 
 
@@ -89,14 +90,14 @@ def test_a_retried_batch_is_stored_once(live_server, team, team_token, other_tea
             send(url, team_token[1], batch, protocol="protobuf", gzip=True) == LogRecordExportResult.SUCCESS
         )
     first, second = IngestJob.objects.filter(team=team, source="otel").order_by("pk")
-    first, second = pipeline.run_job(first.pk), pipeline.run_job(second.pk)
+    first, second = run_to_end(first.pk), run_to_end(second.pk)
     assert (first.stored, first.duplicate) == (7, 0)
     assert (second.stored, second.duplicate, second.ignored) == (0, 7, 4)
     assert ToolCall.objects.filter(team=team).count() == 4
     assert MeasuredRequest.objects.filter(team=team).count() == 1
     assert SentTools.objects.filter(team=team).count() == 1
     # Running the first job again (a redelivered task) changes nothing either.
-    assert pipeline.run_job(first.pk).stored == 7 and ToolCall.objects.filter(team=team).count() == 4
+    assert run_to_end(first.pk).stored == 7 and ToolCall.objects.filter(team=team).count() == 4
     assert DiscoverySearch.objects.filter(session__team=team).count() == 1
     assert snapshot(other_team) == before
 
@@ -111,7 +112,7 @@ def test_a_malformed_record_is_rejected_as_partial_success_and_the_rest_kept(
     reply = response.json()
     assert reply["partialSuccess"]["rejectedLogRecords"] == "1"
     assert "1 of 3 records" in reply["partialSuccess"]["errorMessage"]
-    job = pipeline.run_job(IngestJob.objects.get(team=team, source="otel").pk)
+    job = run_to_end(IngestJob.objects.get(team=team, source="otel").pk)
     assert (job.lines_read, job.stored, job.quarantined) == (3, 2, 1)
     (line,) = LineRecord.objects.filter(job=job, status="quarantined")
     assert line.line_no == 2 and line.reason.startswith("invalid_log_record")
@@ -130,7 +131,7 @@ def test_an_unknown_event_is_quarantined_with_its_name(client, team, team_token)
     }
     response = post(client, team_token[1], json_body([event, CLAUDE["events"][2]]))
     assert response.status_code == 200 and response.json() == {}
-    job = pipeline.run_job(IngestJob.objects.get(team=team).pk)
+    job = run_to_end(IngestJob.objects.get(team=team).pk)
     assert job.quarantined_reasons == {"unknown_event:claude_code.brand_new": 1} and job.stored == 1
 
 
@@ -140,7 +141,7 @@ def test_a_body_that_is_no_otlp_request_is_kept_quarantined_and_answered_400(
     before = snapshot(other_team)
     response = post(client, team_token[1], b"\x0a\xff\xff\xff\xff", content_type="application/x-protobuf")
     assert response.status_code == 400 and "invalid_protobuf" in response.json()["detail"]
-    job = pipeline.run_job(IngestJob.objects.get(team=team).pk)
+    job = run_to_end(IngestJob.objects.get(team=team).pk)
     assert (job.lines_read, job.quarantined, job.quarantined_reasons) == (1, 1, {"invalid_protobuf": 1})
     assert snapshot(other_team) == before
 
@@ -222,5 +223,5 @@ def test_with_the_broker_down_the_body_is_kept_and_answered_success(
     assert response.status_code == 200 and response.json() == {}
     job = IngestJob.objects.get(team=team)
     assert job.status == "queued" and OutageRecord.objects.filter(kind="broker").exists()
-    assert pipeline.run_job(job.pk).stored == 7
+    assert run_to_end(job.pk).stored == 7
     assert snapshot(other_team) == before

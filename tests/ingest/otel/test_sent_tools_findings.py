@@ -8,11 +8,11 @@ import json
 import pytest
 from django.urls import reverse
 
-from ingest.capture import pipeline
 from ingest.capture.models import IngestJob
 from ingest.otel.models import SentTools
 from mcptax import tokens
 from tests.dashboard.factories import http_server, record
+from tests.ingest.otel.support import run_to_end
 from tests.ingest.otel.test_receiver_answers import CLAUDE, json_body, post
 
 BODY = json.loads(CLAUDE["events"][1]["attributes"]["body"])
@@ -48,7 +48,7 @@ def test_sent_tools_are_compared_with_the_snapshot_and_the_difference_is_a_findi
 ):
     server, longer = docs_server
     assert post(client, team_token[1], json_body([CLAUDE["events"][1]])).status_code == 200
-    pipeline.run_job(IngestJob.objects.get(team=team).pk)
+    run_to_end(IngestJob.objects.get(team=team).pk)
     (sent,) = SentTools.objects.filter(team=team)
     comparison = sent.predicted["docs"]
     write, read = SENT["mcp__docs__write_doc"], SENT["mcp__docs__read_doc"]
@@ -76,7 +76,7 @@ def test_no_finding_when_the_snapshot_matches_what_was_sent(client, alice_client
     write, read = SENT["mcp__docs__write_doc"], SENT["mcp__docs__read_doc"]
     record(server, [mcp_tool(write, write["description"]), mcp_tool(read, read["description"])], "1.0.0")
     assert post(client, team_token[1], json_body([CLAUDE["events"][1]])).status_code == 200
-    pipeline.run_job(IngestJob.objects.get(team=team).pk)
+    run_to_end(IngestJob.objects.get(team=team).pk)
     comparison = SentTools.objects.get(team=team).predicted["docs"]
     assert (
         comparison["differences"] == {"cl100k_base": 0.0, "o200k_base": 0.0}
