@@ -72,6 +72,7 @@ def raw_cost(path: Path) -> tuple[float, int, int]:
     return time.perf_counter() - started, calls, bulk
 
 
+# Written out again on purpose (mcptax.bulk has the same list): the floor uses no mcptax code.
 CONTENT_KEYS = {
     "text",
     "content",

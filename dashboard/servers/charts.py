@@ -15,6 +15,8 @@ from dashboard.servers.selectors import AlertMark, HistoryPoint
 
 AXES = ("date", "release")
 MAX_RELEASE_TICKS = 40
+# The narrowest date axis drawn: one day, so ticks read as dates and hours.
+MIN_DATE_SPAN = timedelta(days=1)
 COLORS = {
     "tax": "#2f5fd0",
     "release": "#151b2c",
@@ -205,10 +207,6 @@ def _history_xaxis(
         range=[-0.5, max(len(points) - 0.5, 0.5)],
     )
     return xaxis
-
-
-# The narrowest date axis drawn: one day, so ticks read as dates and hours.
-MIN_DATE_SPAN = timedelta(days=1)
 
 
 def base_layout(*, xaxis: dict[str, Any], yaxis: dict[str, Any], height: int = 300) -> dict[str, Any]:
