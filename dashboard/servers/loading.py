@@ -17,7 +17,16 @@ from mcptax import advice, loading
 from mcptax.advice import Advice
 from mcptax.loading import PRESETS, ServerLoading, StackLoading
 
-__all__ = ["PRESETS", "client_of", "figures", "for_server", "for_stack", "for_team", "server_advice"]
+__all__ = [
+    "PRESETS",
+    "client_of",
+    "figures",
+    "for_server",
+    "for_stack",
+    "for_team",
+    "per_server",
+    "server_advice",
+]
 
 # Member key: (tools sha256, instructions, server name, alwaysLoad): what the figures depend on, so
 # the cache can never serve one snapshot's figures for another's.
@@ -137,11 +146,14 @@ def with_candidate(
     )
 
 
+def team_members(servers: Sequence[McpServer]) -> list[McpServer]:
+    """The servers an agent loading every server of the team loads: the enabled, polled ones."""
+    return [s for s in servers if s.enabled and s.current_snapshot is not None]
+
+
 def for_team(servers: Sequence[McpServer], team: Team, encoding: str) -> StackLoading | None:
     """Every enabled, polled server of the team as one stack, under the team's client."""
-    members = [
-        (s.current_snapshot, s.name, False) for s in servers if s.enabled and s.current_snapshot is not None
-    ]
+    members = [(s.current_snapshot, s.name, False) for s in team_members(servers) if s.current_snapshot]
     if not members:
         return None
     client = client_of(team)
@@ -152,6 +164,14 @@ def for_team(servers: Sequence[McpServer], team: Team, encoding: str) -> StackLo
         setting=setting_for(team, None, client),
         window=team.context_window,
     )
+
+
+def per_server(servers: Sequence[McpServer], figures: StackLoading | None) -> dict[int, ServerLoading]:
+    """{server pk: its row} of the team's stack (``for_team`` over the same ``servers``): each
+    server's share of what every request carries up front, adding up to the team's figure."""
+    if figures is None:
+        return {}
+    return {s.pk: row for s, row in zip(team_members(servers), figures.servers, strict=True)}
 
 
 def for_stack_of_one(

@@ -21,7 +21,7 @@ from dashboard.servers.pending import poll_in_flight
 from dashboard.servers.sorting import normalize_sort
 from dashboard.servers.sparklines import delta_points, shared_scale
 from dashboard.teams.models import Team
-from mcptax.loading import StackLoading
+from mcptax.loading import ServerLoading, StackLoading
 from mcptax.profiles import PROFILES
 
 SPARKLINE_POINTS = 30
@@ -87,6 +87,12 @@ class ServerRow:
     encoding: str | None = None
     release_prev_encoding: str = ""
     release_prev_counts: dict[str, Any] | None = None
+    # Its share of the team's stack under the team's client (dashboard.servers.loading.per_server).
+    loading: ServerLoading | None = None
+
+    @property
+    def upfront(self) -> int | None:
+        return None if self.loading is None else self.loading.upfront
 
     @property
     def tax(self) -> int | None:
@@ -160,6 +166,7 @@ SORT_KEYS: dict[str, Any] = {
     "name": lambda r: r.server.name.lower(),
     "tax": lambda r: r.tax if r.tax is not None else _NONE_LAST,
     "share": lambda r: r.tax if r.tax is not None else _NONE_LAST,
+    "upfront": lambda r: r.upfront if r.upfront is not None else _NONE_LAST,
     "delta": lambda r: r.release_delta if r.release_delta is not None else _NONE_LAST,
     "delta_pct": lambda r: r.release_delta_pct if r.release_delta_pct is not None else _NONE_LAST,
     "tools": lambda r: r.tool_count if r.tool_count is not None else _NONE_LAST,
@@ -178,10 +185,10 @@ def overview_rows(
     status: str = "",
     pending: tuple[int, datetime] | None = None,
     encoding: str | None = None,
-) -> tuple[list[ServerRow], list[ServerRow], str]:
-    """(rows matching `status`, sorted; every row of the team; the sort applied). Two queries.
-
-    `encoding` (one the team tracks; None for the main one) is what the tax columns show."""
+    loading_encoding: str | None = None,
+) -> tuple[list[ServerRow], list[ServerRow], str, StackLoading | None]:
+    """(rows matching `status`, sorted; every row; the sort applied; the team's stack under its client,
+    counted in `loading_encoding`). `encoding` (None: the main one): what the tax columns show."""
     releases = Snapshot.objects.filter(server=OuterRef("pk"), is_release=True).order_by("-first_seen", "-pk")
     servers = (
         McpServer.objects.filter(team=team)
@@ -199,12 +206,16 @@ def overview_rows(
         servers = servers.annotate(release_prev_counts=Subquery(releases.values("previous__counts")[:1]))
     now = timezone.now()
     rows = [_server_row(s, window, pending, now, encoding) for s in servers]
+    team_loading = loading.for_team([r.server for r in rows], team, loading_encoding or team.main_encoding)
+    per_server = loading.per_server([r.server for r in rows], team_loading)
+    for row in rows:
+        row.loading = per_server.get(row.server.pk)
     shown = [r for r in rows if r.matches(status)]
     sort, key, descending = normalize_sort(sort, SORT_KEYS, DEFAULT_SORT)
     shown.sort(key=lambda r: r.server.name.lower())
     shown.sort(key=SORT_KEYS[key], reverse=descending)
     attach_sparklines(shown)
-    return shown, rows, sort
+    return shown, rows, sort, team_loading
 
 
 def _server_row(

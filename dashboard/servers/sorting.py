@@ -23,19 +23,24 @@ class SortColumn:
     query: str
     arrow: str
     numeric: bool
+    title: str = ""
 
 
 def sort_columns(
-    columns: list[tuple[str, str, bool]], current: str, params: dict[str, Any], param: str = "sort"
+    columns: list[tuple[str, str, bool]] | list[tuple[str, str, bool, str]],
+    current: str,
+    params: dict[str, Any],
+    param: str = "sort",
 ) -> list[SortColumn]:
-    """Header links: clicking the sorted column flips it; another column sorts large-first if numeric."""
+    """Header links: clicking the sorted column flips it; another column sorts large-first if numeric.
+    A column may carry a fourth item, its header's tooltip."""
     out = []
-    for key, label, numeric in columns:
+    for key, label, numeric, *title in columns:
         if current.lstrip("-") == key:
             target = key if current.startswith("-") else f"-{key}"
             arrow = "▼" if current.startswith("-") else "▲"
         else:
             target, arrow = (f"-{key}" if numeric else key), ""
         query = urlencode({**{k: v for k, v in params.items() if v not in (None, "")}, param: target})
-        out.append(SortColumn(key, label, query, arrow, numeric))
+        out.append(SortColumn(key, label, query, arrow, numeric, *title))
     return out

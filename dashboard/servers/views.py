@@ -39,6 +39,7 @@ from dashboard.system import broker
 from dashboard.system.models import WorkerHeartbeat
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
+from mcptax.loading import Mode, StackLoading
 from mcptax.tokens import OFFLINE_ENCODINGS as offline_encodings
 
 
@@ -74,13 +75,14 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
     encodings = team.tracked_encodings()
     encoding = params.get("encoding") or encodings[0]
     encoding = encoding if encoding in encodings else encodings[0]
-    rows, all_rows, sort = selectors.overview_rows(
+    rows, all_rows, sort, team_loading = selectors.overview_rows(
         team,
         window=window,
         sort=params.get("sort"),
         status=status,
         pending=pending,
         encoding=None if encoding == team.main_encoding else encoding,
+        loading_encoding=encoding,
     )
     in_flight = any(r.in_flight for r in rows)
     return {
@@ -88,7 +90,11 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
         "rows": rows,
         # What an agent loading every server pays, whatever the filter shows.
         "total": selectors.team_total(all_rows, window),
-        "team_loading": loading.for_team([r.server for r in all_rows], team, encoding),
+        "team_loading": team_loading,
+        # Under a deferring client the headline is what each request carries up front.
+        "deferred": team_loading is not None and team_loading.mode == Mode.DEFERRED,
+        "upfront_share": selectors.share(team_loading.upfront if team_loading else None, window),
+        "client": loading.PRESETS[loading.client_of(team)],
         "server_count": len(all_rows),
         "sort": sort,
         "status": status,
@@ -102,7 +108,7 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
         "pending": params.get("pending", "") if in_flight else "",
         "query": _overview_query(sort, status, window, team, encoding),
         "columns": sort_columns(
-            OVERVIEW_COLUMNS,
+            overview_columns(team, team_loading),
             sort,
             {
                 "status": status,
@@ -114,15 +120,37 @@ def _overview_context(team: Team, params: QueryDict) -> dict[str, Any]:
 
 
 OVERVIEW_COLUMNS = [
-    ("name", "Server", False),
-    ("tax", "Fixed tax", True),
-    ("share", "Share", True),
-    ("delta", "Last release", True),
-    ("delta_pct", "%", True),
-    ("tools", "Tools", True),
-    ("budget", "Budget", True),
-    ("last_poll", "Last poll", True),
+    ("name", "Server", False, ""),
+    ("tax", "Fixed tax", True, ""),
+    ("share", "Share", True, ""),
+    ("upfront", "Up front", True, ""),
+    ("delta", "Last release", True, ""),
+    ("delta_pct", "%", True, ""),
+    ("tools", "Tools", True, ""),
+    ("budget", "Budget", True, ""),
+    ("last_poll", "Last poll", True, ""),
 ]
+
+
+def overview_columns(team: Team, figures: StackLoading | None) -> list[tuple[str, str, bool, str]]:
+    """The overview's columns; the upfront one names the team's client and the mode it uses."""
+    preset = loading.PRESETS[loading.client_of(team)]
+    if figures is None:
+        label, title = "Up front", f"Tokens each request carries up front under {preset.label}, once polled."
+    else:
+        setting = f" (ENABLE_TOOL_SEARCH={figures.setting})" if figures.setting else ""
+        carried = (
+            "its tool names, its share of the search tool and its instructions; each schema is paid "
+            "from its load onwards"
+            if figures.mode == Mode.DEFERRED
+            else "every schema and its instructions"
+        )
+        label = f"Up front, {figures.mode}"
+        title = (
+            f"Tokens each request carries up front for this server under {preset.label}{setting}, "
+            f"{figures.mode}: {carried}. The column adds up to the team's figure."
+        )
+    return [(k, label, n, title) if k == "upfront" else (k, name, n, t) for k, name, n, t in OVERVIEW_COLUMNS]
 
 
 @login_required

@@ -119,6 +119,70 @@ def test_overview_shows_the_team_clients_upfront_beside_the_fixed_tax(alice_clie
     assert "ENABLE_TOOL_SEARCH=false" in line
 
 
+def _upfront_cells(html: str) -> dict[str, str]:
+    return dict(
+        re.findall(
+            r'<tr id="server-row-\d+" data-server="([^"]+)".*?data-upfront="[a-z]*">(.*?)</td>', html, re.S
+        )
+    )
+
+
+def test_overview_gives_each_server_its_upfront_in_the_teams_mode(alice_client, team, stack):
+    url = reverse("team_overview", args=[team.slug])
+    paused = http_server(team, "paused")
+    record(paused, DOCS, "1.0")
+    McpServer.objects.filter(pk=paused.pk).update(enabled=False)
+
+    # Claude Code with ENABLE_TOOL_SEARCH unset defers: each request carries the two servers' names
+    # in one list and the ToolSearch definition, shared out per server by its tools (2 and 8).
+    html = alice_client.get(url).content.decode()
+    names = {
+        s: sum(n(f"mcp__{s}__{t['name']}\n") for t in tools)
+        for s, tools in (("docs", DOCS), ("cluster", BIG))
+    }
+    both = n(
+        "<available-deferred-tools>\n"
+        + "".join(
+            f"mcp__{s}__{t['name']}\n" for s, tools in (("docs", DOCS), ("cluster", BIG)) for t in tools
+        )
+        + "</available-deferred-tools>"
+    )
+    total = both + n(compact(CLAUDE_CODE_TOOL_SEARCH))
+    cells = {k: int(v.replace(",", "")) for k, v in _upfront_cells(html).items() if v.strip()[0].isdigit()}
+    assert set(cells) == {"docs", "cluster"}  # the paused server is in no agent's requests
+    assert sum(cells.values()) == total
+    shared = total - sum(names.values())
+    assert abs(cells["docs"] - names["docs"] - shared * 2 / 10) < 2
+    headline = page_text(re.search(r'id="team-total".*?</div>\s*</div>', html, re.S).group(0))
+    assert f"each request carries {total:,} tokens up front" in headline
+    fixed = sum(
+        s.current_snapshot.fixed_tax_tokens for s in McpServer.objects.filter(team=team, enabled=True)
+    )
+    assert f"Sending every schema would cost {fixed:,} tokens per request" in headline
+    header = re.search(r'<th[^>]*title="([^"]*)"[^>]*>\s*<a[^>]*data-sort="upfront">([^<]*)', html)
+    assert header.group(2).strip() == "Up front, deferred"
+    assert "Claude Code" in header.group(1) and "tool names" in header.group(1)
+
+    def order(**params) -> list[str]:
+        page = alice_client.get(url, params).content.decode()
+        return re.findall(r'<tr id="server-row-\d+" data-server="([^"]+)"', page)
+
+    assert order(sort="-upfront") == ["cluster", "docs", "paused"]
+    assert order(sort="upfront") == ["paused", "docs", "cluster"]
+
+    # ENABLE_TOOL_SEARCH=false: eager, each server's full claude rendering; today's sentence.
+    team.tool_search = "false"
+    team.save()
+    html = alice_client.get(url).content.decode()
+    cells = _upfront_cells(html)
+    assert (cells["docs"], cells["cluster"]) == (
+        f"{claude_tax('docs', DOCS):,}",
+        f"{claude_tax('cluster', BIG):,}",
+    )
+    assert f"An agent loading all 2 polled servers pays {fixed:,} tokens per request" in page_text(html)
+    assert "Up front, eager" in html and "ENABLE_TOOL_SEARCH=false" in html
+
+
 def test_server_and_tool_pages_show_each_clients_figures_and_the_load_cost(alice_client, team, stack):
     cluster = McpServer.objects.get(team=team, name="cluster")
     html = alice_client.get(reverse("server_detail", args=[team.slug, cluster.code])).content.decode()

@@ -61,6 +61,12 @@ def test_overview_shows_real_figures_from_polled_example_servers(alice_client, t
     assert shrink < 0 and f"\u2212{-shrink:,}" in page_text(overview_row(html, lean))
 
     total = sprawl.current_snapshot.fixed_tax_tokens + lean.current_snapshot.fixed_tax_tokens
+    # The team's client (Claude Code, ENABLE_TOOL_SEARCH unset) defers: the headline is what each
+    # request carries up front, with the eager total beside it.
+    assert f"Sending every schema would cost {total:,} tokens per request" in page_text(html)
+    team.tool_search = "false"
+    team.save()
+    html = alice_client.get(reverse("team_overview", args=[team.slug])).content.decode()
     assert f"pays {total:,} tokens per request" in page_text(html)
     assert f"{100 * total / team.context_window:.1f}% of a 200,000-token context window" in page_text(html)
     # Sparklines: one polyline point per snapshot (sprawl has two, lean three).
@@ -105,7 +111,7 @@ def test_overview_sorts_filters_and_reports_budget_status(alice_client, team):
     assert "over budget" in overview_row(html, big)
     # The total stays the team's, whatever the filter shows.
     total = small.current_snapshot.fixed_tax_tokens + big_snap.fixed_tax_tokens
-    assert f"pays {total:,} tokens" in page_text(html)
+    assert f"Sending every schema would cost {total:,} tokens" in page_text(html)
     # A sorted header links to the reverse order.
     assert (
         'data-sort="name">Server <span class="arrow">▲'
