@@ -32,6 +32,14 @@ CLAUDE_CODE_SEARCH_TOOL: Final = "ToolSearch"
 SEARCH_TOOLS: Final = frozenset(
     {CLAUDE_CODE_SEARCH_TOOL, "tool_search_tool_regex", "tool_search_tool_bm25", "tool_search"}
 )
+# The client whose rendering a session's figures take, from the search tool it ran.
+CLIENT_OF_SEARCH_TOOL: Final = {
+    CLAUDE_CODE_SEARCH_TOOL: "claude-code",
+    "tool_search_tool_regex": "anthropic-api",
+    "tool_search_tool_bm25": "anthropic-api",
+    "tool_search": "openai-tool-search",
+}
+DEFAULT_CLIENT: Final = "claude-code"
 # Claude Code's ``select:`` queries name the tools to load directly (comma separated).
 SELECT_PREFIX: Final = "select:"
 
@@ -187,6 +195,13 @@ def derive(events: Iterable[DiscoveryEvent]) -> SessionDiscovery:
             else:
                 out.calls_without_load.append(event)
     return out
+
+
+def client_of(session: SessionDiscovery) -> str:
+    """The client of a session: its first search's (CLIENT_OF_SEARCH_TOOL), else Claude Code."""
+    for search in session.searches:
+        return CLIENT_OF_SEARCH_TOOL.get(search.search_tool, DEFAULT_CLIENT)
+    return DEFAULT_CLIENT
 
 
 def select_names(query: str) -> tuple[str, ...]:

@@ -28,15 +28,8 @@ from dashboard.teams.models import Team
 from ingest.capture.models import CaptureSession
 from ingest.discovery.models import DiscoveryCall, DiscoveryLoad, DiscoverySearch, SessionDiscoverySummary
 from mcptax import loading, profiles
-from mcptax.formats.claude_code import split_tool_name
-
-CLIENT_OF_SEARCH_TOOL = {
-    "ToolSearch": "claude-code",
-    "tool_search_tool_regex": "anthropic-api",
-    "tool_search_tool_bm25": "anthropic-api",
-    "tool_search": "openai-tool-search",
-}
-DEFAULT_CLIENT = "claude-code"
+from mcptax.advice import Locator, deferring
+from mcptax.discovery import CLIENT_OF_SEARCH_TOOL, DEFAULT_CLIENT
 
 
 @dataclass(frozen=True)
@@ -57,27 +50,15 @@ class Catalog:
         self.encoding = team.main_encoding
         self.servers: dict[str, McpServer] = {}
         self.snapshots: dict[str, Snapshot] = {}
-        bare: dict[str, list[str]] = {}
         for server in McpServer.objects.filter(team=team).select_related("current_snapshot__document"):
             if server.current_snapshot is None:
                 continue
             key = profiles.server_part(server.name)
             self.servers[key], self.snapshots[key] = server, server.current_snapshot
-            for tool in server.current_snapshot.tools_raw:
-                bare.setdefault(str(tool.get("name", "")), []).append(key)
-        # A bare name (Anthropic or OpenAI API traffic) belongs to a server only when one has it.
-        self.bare = {name: keys[0] for name, keys in bare.items() if len(keys) == 1}
-
-    def locate(self, tool: str) -> tuple[str, str] | None:
-        """(server key, bare tool name) of a tool as a client names it, when a team server has it."""
-        split = split_tool_name(tool)
-        if split is not None and split[0] in self.servers:
-            return split
-        if "." in tool:  # an OpenAI namespace: <namespace>.<tool>
-            tool = tool.rsplit(".", 1)[1]
-        if tool in self.bare:
-            return self.bare[tool], tool
-        return None
+        # (server key, bare tool name) of a tool as a client names it, when a team server has it.
+        self.locate = Locator(
+            {key: [str(t.get("name", "")) for t in snap.tools_raw] for key, snap in self.snapshots.items()}
+        )
 
     def costs(self, servers: Iterable[str], client: str) -> dict[str, ServerCost]:
         keys = tuple(sorted(k for k in set(servers) if k in self.snapshots))
@@ -106,7 +87,7 @@ def _stack_costs(
         loading.ServerTools(name, json.loads(documents[pk]), instructions or None)
         for pk, _, name, instructions in stack
     ]
-    figures = loading.stack_figures(servers, client, encoding=encoding, setting=_deferring(client))
+    figures = loading.stack_figures(servers, client, encoding=encoding, setting=deferring(client))
     out = []
     for row in figures.servers:
         eager = row.modes[loading.Mode.EAGER]
@@ -115,10 +96,6 @@ def _stack_costs(
             ServerCost(eager.upfront, deferred.upfront, dict(deferred.load_tokens), dict(deferred.tools))
         )
     return tuple(out)
-
-
-def _deferring(client: str) -> str:
-    return "true" if client == "claude-code" else "deferred"
 
 
 @dataclass
@@ -145,7 +122,7 @@ def session_costs(catalog: Catalog, summaries: Iterable[SessionDiscoverySummary]
     """Each session's tool-definition tokens (see the module docstring)."""
     rows = list(summaries)
     ids = [r.session_id for r in rows]
-    clients = _clients(ids)
+    clients = search_clients(ids)
     touched = _touched(catalog, ids)
     loads: dict[int, list[DiscoveryLoad]] = {}
     for load in DiscoveryLoad.objects.filter(session_id__in=ids):
@@ -172,7 +149,8 @@ def session_costs(catalog: Catalog, summaries: Iterable[SessionDiscoverySummary]
     return out
 
 
-def _clients(session_ids: list[int]) -> dict[int, str]:
+def search_clients(session_ids: list[int]) -> dict[int, str]:
+    """Each session's client, from its search tool (Claude Code when it searched with none)."""
     found: dict[int, str] = {}
     rows = DiscoverySearch.objects.filter(session_id__in=session_ids).values_list("session_id", "search_tool")
     for session_id, search_tool in rows.distinct():

@@ -136,20 +136,31 @@ def _summary_counts(session: CaptureSession) -> SessionDiscoverySummary:
     return found or SessionDiscoverySummary(session=session)
 
 
-def session_events(session: CaptureSession) -> list[DiscoveryEvent]:
-    """Every stored discovery record of ``session``, as the Django-free records."""
-    events: list[DiscoveryEvent] = []
-    for s in DiscoverySearch.objects.filter(session=session):
-        events.append(
+def events_of(session_ids: Iterable[int]) -> dict[int, list[DiscoveryEvent]]:
+    """Every stored discovery record of each session, as the Django-free records (four queries)."""
+    ids = list(session_ids)
+    events: dict[int, list[DiscoveryEvent]] = {pk: [] for pk in ids}
+    for s in DiscoverySearch.objects.filter(session_id__in=ids):
+        events[s.session_id].append(
             ToolSearch(s.key, s.at, s.query, tuple(s.matches), s.total_deferred, s.search_tool, s.seq)
         )
-    for c in DiscoveryCompaction.objects.filter(session=session):
-        events.append(Compaction(c.key, c.at, tuple(c.kept_loaded), c.seq))
-    for r in DiscoveryRequest.objects.filter(session=session):
-        events.append(RequestTurn(r.key, r.at, r.seq))
-    for u in DiscoveryCall.objects.filter(session=session):
-        events.append(ToolUse(u.key, u.at, u.tool, u.seq))
+    for c in DiscoveryCompaction.objects.filter(session_id__in=ids):
+        events[c.session_id].append(Compaction(c.key, c.at, tuple(c.kept_loaded), c.seq))
+    for r in DiscoveryRequest.objects.filter(session_id__in=ids):
+        events[r.session_id].append(RequestTurn(r.key, r.at, r.seq))
+    for u in DiscoveryCall.objects.filter(session_id__in=ids):
+        events[u.session_id].append(ToolUse(u.key, u.at, u.tool, u.seq))
     return events
+
+
+def session_events(session: CaptureSession) -> list[DiscoveryEvent]:
+    """Every stored discovery record of ``session``, as the Django-free records."""
+    return events_of([session.pk])[session.pk]
+
+
+def derive_sessions(session_ids: Iterable[int]) -> dict[int, SessionDiscovery]:
+    """Each session's records replayed (``mcptax.discovery.derive``), in four queries for all."""
+    return {pk: derive(events) for pk, events in events_of(session_ids).items()}
 
 
 def derive_session(session: CaptureSession) -> SessionDiscovery:

@@ -45,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_measure_output(_add_measure(commands))
+    measure = _add_measure(commands)
+    _add_measure_output(measure)
+    _add_measure_history(measure)
     _add_check(commands)
     _add_tokens(commands)
     return parser
@@ -135,6 +137,39 @@ def _add_measure_output(measure: argparse.ArgumentParser) -> None:
         default=200_000,
         metavar="N",
         help="for the share column (default 200000)",
+    )
+
+
+def _add_measure_history(measure: argparse.ArgumentParser) -> None:
+    """`measure --history`: advice from transcripts and logs (mcptax.cli.history)."""
+    measure.add_argument(
+        "--history",
+        nargs="+",
+        metavar="PATH",
+        help="Claude Code transcripts or stream-json logs, proxy envelopes or HARs (files or folders): "
+        "advice from their sessions under deferred loading (keep eager, remove unused, rename after "
+        "missed searches), each with its saving in tokens",
+    )
+    measure.add_argument(
+        "--keep-eager-percent",
+        type=_positive_int,
+        default=50,
+        metavar="P",
+        help="with --history: keep eager a tool called in more than P%% of the sessions (default 50)",
+    )
+    measure.add_argument(
+        "--unused-sessions",
+        type=_positive_int,
+        default=20,
+        metavar="N",
+        help="with --history: remove or merge a tool never loaded in the last N sessions (default 20)",
+    )
+    measure.add_argument(
+        "--min-sessions",
+        type=_positive_int,
+        default=3,
+        metavar="N",
+        help="with --history: no advice for a server fewer than N sessions used (default 3)",
     )
 
 
@@ -238,9 +273,10 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         )
     if args.budget_upfront is not None and not args.client:
         parser.error("--budget-upfront needs --client")
+    history = _history(args, stacks)
     code = measure.judge(stacks, args.budget, args.budget_server, args.budget_upfront)
     settings = render.Settings(
-        args.encoding, args.context_window, args.budget, args.budget_server, profile, args.client
+        args.encoding, args.context_window, args.budget, args.budget_server, profile, args.client, history
     )
     if args.json:
         print(render.to_json(stacks, settings, code))
@@ -249,6 +285,20 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     else:
         print(render.table(stacks, settings))
     return code
+
+
+def _history(args: argparse.Namespace, stacks: list[Any]) -> Any:
+    """With --history: read the files and add their advice to the stacks; the summary to print."""
+    if not args.history:
+        return None
+    from mcptax.advice import HistoryRules
+    from mcptax.cli.history import add_history, read_history
+
+    history = read_history(args.history)
+    sessions = history.sessions()
+    rules = HistoryRules(args.keep_eager_percent, args.unused_sessions, args.min_sessions)
+    add_history(stacks, sessions, rules, args.encoding)
+    return history.report(sessions)
 
 
 def _trust(args: argparse.Namespace) -> Any:

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from mcptax.advice import Advice
 from mcptax.cli.measure import OK, ServerRow, StackRow
+
+if TYPE_CHECKING:
+    from mcptax.cli.history import HistoryReport
 
 MARKER = "<!-- mcp-tax-measure -->"
 
@@ -19,6 +23,7 @@ class Settings:
     budget_server: int | None
     profile: str = "mcp"
     client: str | None = None
+    history: HistoryReport | None = None  # with --history: what its files held
 
 
 def share(tokens: int, window: int) -> float:
@@ -108,9 +113,20 @@ def table(stacks: list[StackRow], settings: Settings) -> str:
             if row.status != OK and row.reason:
                 out.append(f"  {row.name}: {row.reason}")
         out += [f"  {line}" for line in loading_lines(stack)]
+        out += [f"  advice ({a.server}): {a.message} ({saving(a)})" for a in stack.advice]
         out.append("")
+    if settings.history is not None:
+        out += [settings.history.line, *(f"  {line}" for line in settings.history.details)]
     out.append(_budget_line(settings))
     return "\n".join(out)
+
+
+def saving(advice: Advice) -> str:
+    """The advice's saving in words: what it saves, or what it costs more, per request/session/period."""
+    amount = advice.saving_tokens
+    what = f"saves {amount:,}" if amount >= 0 else f"costs {-amount:,} more"
+    source = ", from the sessions read" if advice.source == "history" else ""
+    return f"{what} tokens per {advice.per}{source}"
 
 
 def loading_lines(stack: StackRow) -> list[str]:
@@ -130,7 +146,6 @@ def loading_lines(stack: StackRow) -> list[str]:
             f"auto rule: {t.deferrable_tokens:,} deferrable tokens {verdict} {t.share_percent:g}% of "
             f"{t.context_window:,} ({t.threshold_tokens:,})"
         )
-    lines += [f"advice ({a.server}): {a.message}" for a in stack.advice]
     return lines
 
 
@@ -155,7 +170,14 @@ def markdown(stacks: list[StackRow], settings: Settings) -> str:
             out.append("")
             out += [f"- `{r.name}`: {r.reason}" for r in problems]
         out += _loading_markdown(stack)
+        if stack.advice:
+            out += ["", "**Advice:**", ""]
+            out += [f"- `{a.server}`: {a.message} ({saving(a)})" for a in stack.advice]
         out.append("")
+    if settings.history is not None:
+        out += [f"_{settings.history.line}_", ""]
+        out += [f"- {line}" for line in settings.history.details]
+        out += [""] if settings.history.details else []
     out.append(f"_{_budget_line(settings)}_")
     return "\n".join(out)
 
@@ -183,12 +205,6 @@ def _loading_markdown(stack: StackRow) -> list[str]:
             "",
             f"Auto rule: {t.deferrable_tokens:,} deferrable tokens {verdict} {t.share_percent:g}% of a "
             f"{t.context_window:,}-token window ({t.threshold_tokens:,}).",
-        ]
-    if stack.advice:
-        out += ["", "**Advice:**", ""]
-        out += [
-            f"- `{a.server}`: {a.message} (saving {a.saving_tokens:,} tokens per {a.per})"
-            for a in stack.advice
         ]
     return out
 
@@ -224,6 +240,7 @@ def to_json(stacks: list[StackRow], settings: Settings, exit_code: int) -> str:
         "budget": settings.budget,
         "budget_server": settings.budget_server,
         "exit_code": exit_code,
+        "history": settings.history.figures if settings.history is not None else None,
         "stacks": [
             {
                 "source": stack.source,

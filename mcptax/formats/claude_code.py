@@ -184,7 +184,8 @@ def _line_event(
     queries: dict[str, str],
 ) -> LineEvent:
     """The line's event: its frames, with the discovery records it shows; a ToolSearch we cannot
-    read quarantines the line when it holds nothing else, and is a note beside other calls."""
+    read quarantines the line when it holds nothing else, and is a note beside other calls. Either
+    way the line's other records (a model request, other searches, calls) are kept."""
     message: dict[str, Any] = record["message"]
     content = message.get("content")
     blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
@@ -201,8 +202,8 @@ def _line_event(
         found, problem = exc.events, f"malformed_tool_search: {exc}"
     others = [f for f in frames if f.kind != "usage" and f.client_call_id not in searches]
     if problem is not None and not others:
-        return quarantine(line, problem)
-    if not frames:
+        event = quarantine(line, problem)
+    elif not frames:
         event = ignore(line, "not_a_tool_call")
     elif session is None:
         return quarantine(line, "missing_field:sessionId")

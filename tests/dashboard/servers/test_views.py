@@ -61,8 +61,7 @@ def test_overview_shows_real_figures_from_polled_example_servers(alice_client, t
     assert shrink < 0 and f"\u2212{-shrink:,}" in page_text(overview_row(html, lean))
 
     total = sprawl.current_snapshot.fixed_tax_tokens + lean.current_snapshot.fixed_tax_tokens
-    # The team's client (Claude Code, ENABLE_TOOL_SEARCH unset) defers: the headline is what each
-    # request carries up front, with the eager total beside it.
+    # Claude Code with ENABLE_TOOL_SEARCH unset defers: the eager total stands beside the headline.
     assert f"Sending every schema would cost {total:,} tokens per request" in page_text(html)
     team.tool_search = "false"
     team.save()

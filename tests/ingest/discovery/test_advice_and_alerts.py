@@ -108,3 +108,36 @@ def test_too_few_loads_after_the_release_open_nothing(team, tmp_path, settings):
     _ingest_sessions(team, tmp_path, "before", now - timedelta(days=10), [True] * 5)
     _ingest_sessions(team, tmp_path, "after", now - timedelta(days=2), [False] * 4)
     assert not Alert.objects.filter(measure=Measure.LOAD_TO_CALL_DROP).exists()
+
+
+@pytest.mark.slow
+def test_the_dashboard_and_measure_history_give_the_same_advice(team, tmp_path, settings):
+    """One rule set: the team's stored sessions and `mcp-tax measure --history` reading the same
+    transcripts give the same history advice, word for word, for the real files-lean server."""
+    import json
+
+    from dashboard.servers.polling import record_snapshot
+    from tests.mcptax.cli.support import fetched, mcp_tax, server_entry, write_config
+    from tests.mcptax.cli.test_history import HISTORY
+
+    settings.DISCOVERY_UNUSED_SESSIONS = 4
+    server = http_server(team, "lean")
+    record_snapshot(server, fetched("lean"), seen_at=timezone.now())
+    for path in sorted(HISTORY.iterdir()):
+        job = ingest_path(team, path)
+        assert job.status == "done", job.error
+    stored = [a.to_dict() for a in history_advice(Catalog(team), None, "lean") if a.source == "history"]
+
+    config = write_config(tmp_path / "mcp.json", {"lean": server_entry("lean")})
+    run = mcp_tax("measure", str(config), "--json", "--history", str(HISTORY), "--unused-sessions", "4")
+    assert run.returncode == 0, run.stderr
+    read = json.loads(run.stdout)["stacks"][0]["advice"]
+    assert {a["kind"] for a in stored} == {"keep_eager", "remove_unused", "rename_missed"}
+    assert stored == read
+
+
+def test_the_settings_default_to_the_rules_defaults():
+    from ingest.discovery.advice import rules
+    from mcptax.advice import HistoryRules
+
+    assert rules() == HistoryRules()

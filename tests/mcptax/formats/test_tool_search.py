@@ -328,3 +328,59 @@ def test_matches_as_objects_and_a_deferred_built_in_tool_called_after_its_load()
     assert [(load.tool, load.called, load.requests_after) for load in derived.loads] == [("WebSearch", 1, 1)]
     # Bash was never loaded: an eager tool
     assert [c.tool for c in derived.calls_without_load] == ["Bash"]
+
+
+def test_a_quarantined_search_line_keeps_its_model_request_and_its_other_search() -> None:
+    """A line holding nothing but searches is quarantined when one of them cannot be read; the
+    model request it was and the search beside it that can be read are still the session's."""
+    session = "0cc3"
+    lines = [
+        {
+            "type": "assistant",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:01Z",
+            "message": {
+                "id": "m1",
+                "content": [
+                    {
+                        "type": "tool_use",
+                        "id": "ts1",
+                        "name": "ToolSearch",
+                        "input": {"query": "select:" + E},
+                    },
+                    {"type": "tool_use", "id": "ts2", "name": "ToolSearch", "input": {"max_results": 1}},
+                ],
+            },
+        },
+        {
+            "type": "user",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:02Z",
+            "message": {
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": "ts1",
+                        "content": [{"type": "tool_reference", "tool_name": E}],
+                    },
+                    {"type": "tool_result", "tool_use_id": "ts3", "content": [{"type": "tool_reference"}]},
+                ]
+            },
+        },
+        {
+            "type": "assistant",
+            "sessionId": session,
+            "timestamp": "2026-05-04T09:00:03Z",
+            "message": {"id": "m2", "content": [{"type": "tool_use", "id": "c1", "name": E, "input": {}}]},
+        },
+    ]
+    items = list(read_calls([json.dumps(r).encode() + b"\n" for r in lines], "claude-code"))
+    assert_reconciles(items, 3)
+    outcomes = {o.line_no: (o.status, o.reason) for o in items if isinstance(o, LineOutcome)}
+    assert outcomes[1] == ("quarantined", "malformed_tool_search: ToolSearch input has no query")
+    assert outcomes[2] == ("quarantined", "malformed_tool_search: a tool_reference has no tool_name")
+    (events,) = discovered(items).values()
+    derived = derive(events)
+    assert derived.requests == 2
+    assert [(s.key, s.query, s.matches) for s in derived.searches] == [("ts1", "select:" + E, (E,))]
+    assert [(load.tool, load.called, load.requests_after) for load in derived.loads] == [(E, 1, 1)]
