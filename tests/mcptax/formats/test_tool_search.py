@@ -330,51 +330,44 @@ def test_matches_as_objects_and_a_deferred_built_in_tool_called_after_its_load()
     assert [c.tool for c in derived.calls_without_load] == ["Bash"]
 
 
+def claude_line(kind: str, second: int, content: list, message_id: str | None = None) -> bytes:
+    """One transcript line of session 0cc3 at 09:00:<second>."""
+    message: dict = {"content": content} | ({"id": message_id} if message_id else {})
+    record = {
+        "type": kind,
+        "sessionId": "0cc3",
+        "timestamp": f"2026-05-04T09:00:{second:02d}Z",
+        "message": message,
+    }
+    return json.dumps(record).encode() + b"\n"
+
+
 def test_a_quarantined_search_line_keeps_its_model_request_and_its_other_search() -> None:
     """A line holding nothing but searches is quarantined when one of them cannot be read; the
     model request it was and the search beside it that can be read are still the session's."""
-    session = "0cc3"
+    search = {"type": "tool_use", "name": "ToolSearch"}
     lines = [
-        {
-            "type": "assistant",
-            "sessionId": session,
-            "timestamp": "2026-05-04T09:00:01Z",
-            "message": {
-                "id": "m1",
-                "content": [
-                    {
-                        "type": "tool_use",
-                        "id": "ts1",
-                        "name": "ToolSearch",
-                        "input": {"query": "select:" + E},
-                    },
-                    {"type": "tool_use", "id": "ts2", "name": "ToolSearch", "input": {"max_results": 1}},
-                ],
-            },
-        },
-        {
-            "type": "user",
-            "sessionId": session,
-            "timestamp": "2026-05-04T09:00:02Z",
-            "message": {
-                "content": [
-                    {
-                        "type": "tool_result",
-                        "tool_use_id": "ts1",
-                        "content": [{"type": "tool_reference", "tool_name": E}],
-                    },
-                    {"type": "tool_result", "tool_use_id": "ts3", "content": [{"type": "tool_reference"}]},
-                ]
-            },
-        },
-        {
-            "type": "assistant",
-            "sessionId": session,
-            "timestamp": "2026-05-04T09:00:03Z",
-            "message": {"id": "m2", "content": [{"type": "tool_use", "id": "c1", "name": E, "input": {}}]},
-        },
+        claude_line(
+            "assistant",
+            1,
+            [search | {"id": "ts1", "input": {"query": "select:" + E}}, search | {"id": "ts2", "input": {}}],
+            "m1",
+        ),
+        claude_line(
+            "user",
+            2,
+            [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "ts1",
+                    "content": [{"type": "tool_reference", "tool_name": E}],
+                },
+                {"type": "tool_result", "tool_use_id": "ts3", "content": [{"type": "tool_reference"}]},
+            ],
+        ),
+        claude_line("assistant", 3, [{"type": "tool_use", "id": "c1", "name": E, "input": {}}], "m2"),
     ]
-    items = list(read_calls([json.dumps(r).encode() + b"\n" for r in lines], "claude-code"))
+    items = list(read_calls(lines, "claude-code"))
     assert_reconciles(items, 3)
     outcomes = {o.line_no: (o.status, o.reason) for o in items if isinstance(o, LineOutcome)}
     assert outcomes[1] == ("quarantined", "malformed_tool_search: ToolSearch input has no query")
