@@ -18,19 +18,23 @@ def _instructions(document: dict) -> str | None:
     return (document.get("initialize") or {}).get("instructions")
 
 
+def profile_of(client: str) -> str:
+    """The rendering each client's full definitions take (docs/methodology.md, client presets)."""
+    return {
+        "claude-code": "claude",
+        "anthropic-api": "claude",
+        "openai-tool-search": "openai",
+        "codex": "openai",
+    }.get(client, "mcp")
+
+
 def _expected(client: str, mode: str, tools: list[dict], instructions: str | None, enc) -> int:
     def n(text: str) -> int:
         return len(enc.encode_ordinary(text))
 
     instr = n(instructions) if instructions else 0
-    profile = {
-        "claude-code": "claude",
-        "anthropic-api": "claude",
-        "openai-tool-search": "openai",
-        "codex": "openai",
-    }
     if mode == "eager":
-        return n(compact(oracle_render(profile.get(client, "mcp"), tools))) + instr
+        return n(compact(oracle_render(profile_of(client), tools))) + instr
     if client == "claude-code":
         names = "".join(PREFIX + t["name"] + "\n" for t in tools)
         listing = "<available-deferred-tools>\n" + names + "</available-deferred-tools>"
@@ -38,6 +42,42 @@ def _expected(client: str, mode: str, tools: list[dict], instructions: str | Non
     if client == "anthropic-api":
         return n('{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}') + instr
     return n('{"type":"namespace","name":"mcp__corpus_server"}') + n('{"type":"tool_search"}') + instr
+
+
+def _parts(f: loading.ModeFigures) -> dict[str, int]:
+    return {
+        "server_entry": f.server_entry,
+        "search_tool": f.search_tool,
+        "instructions": f.instructions,
+        "overhead": f.overhead,
+    }
+
+
+def _expected_parts(
+    client: str, mode: str, tools: list[dict], instructions: str | None, enc
+) -> dict[str, int]:
+    """Each part of a mode from its own text: what no tool owns is the whole text less the tools'."""
+
+    def n(text: str) -> int:
+        return len(enc.encode_ordinary(text))
+
+    parts = {"server_entry": 0, "search_tool": 0, "instructions": n(instructions) if instructions else 0}
+    if mode == "eager":
+        rendered = oracle_render(profile_of(client), tools)
+        parts["overhead"] = n(compact(rendered)) - sum(n(compact(t)) for t in rendered)
+    elif client == "claude-code":
+        names = [PREFIX + t["name"] + "\n" for t in tools]
+        listing = "<available-deferred-tools>\n" + "".join(names) + "</available-deferred-tools>"
+        parts["search_tool"] = n(compact(loading.CLAUDE_CODE_TOOL_SEARCH))
+        parts["overhead"] = n(listing) - sum(n(name) for name in names)
+    elif client == "anthropic-api":
+        parts["search_tool"] = n('{"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}')
+        parts["overhead"] = 0
+    else:
+        parts["server_entry"] = n('{"type":"namespace","name":"mcp__corpus_server"}')
+        parts["search_tool"] = n('{"type":"tool_search"}')
+        parts["overhead"] = 0
+    return parts
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
@@ -54,6 +94,10 @@ def test_every_mode_adds_up_and_matches_its_text(path, client, encoding):
         assert f.upfront == f.parts_sum(), (mode, f)
         assert f.upfront == _expected(client, str(mode), tools, instructions, enc)
         assert list(f.tools) == [t["name"] for t in tools]
+        assert _parts(f) == _expected_parts(client, str(mode), tools, instructions, enc)
+        if mode == loading.Mode.EAGER:  # each tool's part: its own full definition
+            own = [len(enc.encode_ordinary(compact(t))) for t in oracle_render(profile_of(client), tools)]
+            assert list(f.tools.values()) == own
     deferred = figures.modes.get(loading.Mode.DEFERRED)
     if deferred is None:
         assert client in ("cursor", "vscode", "codex", "opencode")

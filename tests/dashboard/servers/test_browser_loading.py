@@ -42,6 +42,20 @@ def test_loading_figures_render_in_chromium(browser_page, live_server, team, ali
     browser_login(page, live_server, "alice", "pw-for-browser-123")
     page.wait_for_url(f"{live_server.url}/t/{team.slug}/")
     assert page.locator("#team-loading").is_visible()
+    # Each server's upfront under the team's client (unset ENABLE_TOOL_SEARCH: deferred), a column
+    # that sorts in place (htmx) and adds up to the headline.
+    header = page.locator("th a[data-sort=upfront]")
+    assert header.text_content().strip() == "Up front, deferred"
+    cells = page.locator("#servers td.upfront")
+    figures = [int(t.strip().replace(",", "")) for t in cells.all_inner_texts()]
+    headline = page.locator("#team-total .value").inner_text().split(" tokens")[0]
+    assert sum(figures) == int(headline.replace(",", ""))
+    header.click()
+    page.wait_for_url(f"{live_server.url}/t/{team.slug}/?sort=-upfront")
+    order = page.locator("#servers tbody tr[data-server]").evaluate_all(
+        "rows => rows.map(r => r.dataset.server)"
+    )
+    assert order == ["cluster", "docs"]  # cluster's 8 names and most of ToolSearch first
 
     page.goto(f"{live_server.url}/t/{team.slug}/stacks/")
     cell = page.locator("td[data-loading] .loading-line")

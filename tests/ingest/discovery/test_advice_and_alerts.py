@@ -9,11 +9,12 @@ import pytest
 from django.utils import timezone
 
 from dashboard.alerts.models import Alert, Measure
+from dashboard.alerts.notify.models import Channel, ChannelKind
 from ingest.capture.pipeline import ingest_path
 from ingest.discovery.advice import KEEP_EAGER, REMOVE_UNUSED, RENAME_MISSED, history_advice
 from ingest.discovery.figures import Catalog
 from tests.dashboard.factories import http_server, independent_tokens, record, tool
-from tests.helpers import tiktoken_reference
+from tests.helpers import Receiver, tiktoken_reference
 from tests.ingest.discovery.sessions import Transcript, write
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +81,9 @@ def _ingest_sessions(team, tmp_path, name, start, calls: list[bool]):
     assert job.status == "done", job.error
 
 
-def test_a_release_after_which_the_load_to_call_rate_falls_opens_an_alert(team, tmp_path, settings):
+def test_a_release_after_which_the_load_to_call_rate_falls_alerts_through_the_channels(
+    team, tmp_path, settings, django_capture_on_commit_callbacks, eager_celery
+):
     settings.DISCOVERY_RATE_MIN_LOADS = 5
     settings.DISCOVERY_RATE_DROP_POINTS = 20
     now = timezone.now()
@@ -88,15 +91,30 @@ def test_a_release_after_which_the_load_to_call_rate_falls_opens_an_alert(team, 
     record(server, [ADD, MUL], "1.0", when=now - timedelta(days=20))
     renamed = tool("add", "Combine values.", {"a": {"type": "number"}, "b": {"type": "number"}})
     release = record(server, [renamed, MUL], "1.1", when=now - timedelta(days=5))
-    _ingest_sessions(team, tmp_path, "before", now - timedelta(days=10), [True] * 5)  # 100%
-    assert not Alert.objects.filter(measure=Measure.LOAD_TO_CALL_DROP).exists()
-    _ingest_sessions(
-        team, tmp_path, "after", now - timedelta(days=2), [True, False, False, False, False]
-    )  # 20%
-    alert = Alert.objects.get(measure=Measure.LOAD_TO_CALL_DROP)
-    assert alert.rule_key == f"tool:calc/add:load_to_call_drop:{release.pk}"
-    assert (alert.value, alert.limit, alert.snapshot_id, alert.server_id) == (80.0, 20, release.pk, server.pk)
-    assert "down 80.0 points" in alert.message
+    with Receiver() as hook:
+        Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
+        with django_capture_on_commit_callbacks(execute=True):
+            _ingest_sessions(team, tmp_path, "before", now - timedelta(days=10), [True] * 5)  # 100%
+        assert not Alert.objects.filter(measure=Measure.LOAD_TO_CALL_DROP).exists()
+        assert hook.requests == []
+        with django_capture_on_commit_callbacks(execute=True):
+            _ingest_sessions(
+                team, tmp_path, "after", now - timedelta(days=2), [True, False, False, False, False]
+            )  # 20%
+        alert = Alert.objects.get(measure=Measure.LOAD_TO_CALL_DROP)
+        assert alert.rule_key == f"tool:calc/add:load_to_call_drop:{release.pk}"
+        assert (alert.value, alert.limit, alert.snapshot_id, alert.server_id) == (
+            80.0,
+            20,
+            release.pk,
+            server.pk,
+        )
+        assert "down 80.0 points" in alert.message
+        # The team's webhook got it, as it gets every other alert.
+        assert len(hook.requests) == 1
+        sent = hook.json()
+        assert (sent["event"], sent["alert"]["measure"]) == ("alert.opened", "load_to_call_drop")
+        assert sent["alert"]["rule_key"] == alert.rule_key
 
 
 def test_too_few_loads_after_the_release_open_nothing(team, tmp_path, settings):

@@ -20,7 +20,8 @@ from tests.ingest.discovery.test_views_discovery import LOGS, SERVERS
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
 
-def test_discovery_pages_render(browser_page, live_server, team, alice, tmp_path):
+def test_discovery_pages_render(browser_page, live_server, team, alice, tmp_path, settings):
+    settings.DISCOVERY_MIN_SESSIONS = 1  # the fixture is one session: history advice shows
     page = browser_page
     alice.set_password("pw-for-browser-123")
     alice.save()
@@ -46,6 +47,7 @@ def test_discovery_pages_render(browser_page, live_server, team, alice, tmp_path
     expect(page.locator("#tool-wasted")).to_have_text("2")
     expect(page.locator("#tool-loaded-pct")).to_have_text("100.0%")
     expect(page.locator("#tool-searches")).to_contain_text("calculator add numbers")
+    expect(page.locator("#tool-advice")).to_contain_text("Rename or re-describe calc's tools")
     page.locator("#tool-discovery").screenshot(path=str(shots / "discovery_tool.png"))
 
     page.goto(f"{live_server.url}/t/{team.slug}/agents/claude-code/")
@@ -54,4 +56,6 @@ def test_discovery_pages_render(browser_page, live_server, team, alice, tmp_path
 
     page.goto(f"{live_server.url}/t/{team.slug}/servers/{servers['calc'].code}/")
     expect(page.locator("#server-discovery")).to_be_visible()
+    expect(page.locator("#server-advice li[data-kind=keep_eager][data-tool=add]")).to_be_visible()
+    expect(page.locator("#server-advice li[data-kind=rename_missed]")).to_contain_text("slack post message")
     assert not page.js_errors and not page.foreign_requests

@@ -84,6 +84,10 @@ def test_anthropic_api_traffic_through_the_proxy_and_as_a_har(team, name):
     }
     figures = SessionDiscoverySummary.objects.get()
     assert (figures.total_deferred, figures.calls_without_load) == (3, 1)
+    # Read again (the same capture uploaded twice): nothing is stored twice.
+    again = ingest(name)
+    assert again["discovery"] == dict.fromkeys(summary["discovery"], 0)
+    assert (DiscoverySearch.objects.count(), DiscoveryLoad.objects.count()) == (2, 2)
 
 
 @pytest.mark.django_db
@@ -100,7 +104,15 @@ def test_the_job_page_says_what_discovery_the_file_added(alice_client, team):
 def test_a_stream_json_session_without_times_counts_from_when_it_was_stored(team):
     before = timezone.now()
     summary = ingest("claude_code_stream_tool_search.jsonl")
-    assert summary["discovery"]["searches"] == 3 and summary["discovery"]["loads_never_called"] == 1
+    assert summary["discovery"] == {
+        "searches": 3,
+        "misses": 1,
+        "loads": 2,
+        "loads_never_called": 1,
+        "calls": 2,
+        "requests": 5,
+        "compactions": 1,
+    }
     figures = SessionDiscoverySummary.objects.get()
     assert figures.first_at >= before and (figures.loads, figures.requests, figures.total_deferred) == (
         2,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -121,9 +122,54 @@ def test_agent_panel_paid_against_the_predictions(alice_client, team, ingested):
 
 def test_team_view_per_server_and_advice(alice_client, team, ingested):
     html = alice_client.get(reverse("discovery_team", args=[team.slug])).content.decode()
-    assert {m for m in re.findall(r'<tr data-server="([^"]+)"', html)} == {"echo", "calc", "notes"}
+    paid = {
+        server: int(figure.replace(",", ""))
+        for server, figure in re.findall(
+            r'<tr data-server="([^"]+)">.*?<td class="num strong">([\d,]+)</td>', html, re.S
+        )
+    }
+    # Each server: the session's 9 requests x its part of the stack's deferred upfront, plus what
+    # its tools' loads carried (echo 8 requests; add 5; multiply 1, then 2 after its reload; save
+    # was called without a load).
+    stack = loading.stack_figures(
+        [loading.ServerTools(n, SERVERS[n]) for n in sorted(SERVERS)], "claude-code", setting="true"
+    )
+    share = {s.server: s.modes[loading.Mode.DEFERRED].upfront for s in stack.servers}
+    assert paid == {
+        "echo": 9 * share["echo"] + 8 * definition_tokens("echo", ECHO),
+        "calc": 9 * share["calc"] + 5 * definition_tokens("calc", ADD) + 3 * definition_tokens("calc", MUL),
+        "notes": 9 * share["notes"],
+    }
+    assert stat(html, "team-paid") == f"{sum(paid.values()):,}"
     assert stat(html, "team-deferring") == "1"
     assert stat(html, "team-wasted") == "2"
+
+
+def test_server_and_tool_panels_show_the_history_advice_with_its_saving(
+    alice_client, team, ingested, settings
+):
+    settings.DISCOVERY_MIN_SESSIONS = 1  # the fixture is one session
+    html = fragment(alice_client, "discovery_server", team.slug, ingested["calc"].code)
+    rename = unescape(page_text(re.search(r'<li data-kind="rename_missed".*?</li>', html, re.S).group(0)))
+    # "slack post message" found nothing, then add (calc) was called: one request that carried
+    # calc's deferred upfront alone (its name list and ToolSearch; no instructions).
+    listing = "<available-deferred-tools>\nmcp__calc__add\nmcp__calc__multiply\n</available-deferred-tools>"
+    upfront = independent_tokens_text(listing) + independent_tokens(loading.CLAUDE_CODE_TOOL_SEARCH)
+    assert '"slack post message"' in rename and f"saves {upfront:,} tokens per period" in rename
+
+    html = fragment(alice_client, "discovery_tool", team.slug, ingested["calc"].code, "add")
+    keep = page_text(re.search(r'<li data-kind="keep_eager" data-tool="add".*?</li>', html, re.S).group(0))
+    # add was called in the one session: deferred it cost its name-list line in all 9 requests and
+    # its definition in the 5 after its load; eager, its definition in all 9.
+    saving = independent_tokens_text("mcp__calc__add\n") * 9 + definition_tokens("calc", ADD) * (5 - 9)
+    expected = f"saves {saving:,}" if saving >= 0 else f"costs {-saving}"
+    assert "called in 1 of 1 deferring sessions" in keep and f"{expected} tokens per session" in keep
+
+
+def independent_tokens_text(text: str) -> int:
+    from tests.helpers import tiktoken_reference
+
+    return len(tiktoken_reference("cl100k_base").encode_ordinary(text))
 
 
 def test_empty_states_name_the_logs_that_carry_discovery(alice_client, team):
