@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from mcptax.discovery import derive
+from mcptax.discovery import SessionDiscovery, derive
 from mcptax.formats import read_calls
 from mcptax.formats.records import Discovered
 
@@ -71,6 +71,23 @@ def line(seq: int, direction: str, raw: dict) -> bytes:
     return json.dumps(frame).encode() + b"\n"
 
 
+def assert_the_conversation(session: SessionDiscovery) -> None:
+    """One search that loaded find_customer (called), one that found nothing, three responses."""
+    assert [(s.query, s.matches, s.total_deferred) for s in session.searches] == [
+        ("customer lookup", ("crm.find_customer",), 3),
+        ("invoices", (), 3),
+    ]
+    assert session.counts() == {
+        "searches": 2,
+        "misses": 1,
+        "loads": 1,
+        "loads_never_called": 0,
+        "calls": 1,
+        "calls_without_load": 0,
+        "requests": 3,
+    }
+
+
 def test_responses_tool_search_through_the_proxy() -> None:
     lines = [
         line(1, "c2s", {"model": "gpt-5.4", "tools": TOOLS, "input": "Find ACME"}),
@@ -85,19 +102,7 @@ def test_responses_tool_search_through_the_proxy() -> None:
     items = list(read_calls(lines, "envelope"))
     events = [e for i in items if isinstance(i, Discovered) for e in i.events]
     session = derive(events)
-    assert [(s.query, s.matches, s.total_deferred) for s in session.searches] == [
-        ("customer lookup", ("crm.find_customer",), 3),
-        ("invoices", (), 3),
-    ]
-    assert session.counts() == {
-        "searches": 2,
-        "misses": 1,
-        "loads": 1,
-        "loads_never_called": 0,
-        "calls": 1,
-        "calls_without_load": 0,
-        "requests": 3,
-    }
+    assert_the_conversation(session)
     # loaded with the second request's input: carried by resp_2 and resp_3
     assert session.loads[0].requests_after == 2
 
@@ -148,17 +153,5 @@ def test_responses_tool_search_as_a_har_with_a_streamed_answer() -> None:
     assert len({i.session_key for i in items if isinstance(i, Discovered)}) == 1  # one conversation
     events = [e for i in items if isinstance(i, Discovered) for e in i.events]
     session = derive(events)
-    assert [(s.query, s.matches, s.total_deferred) for s in session.searches] == [
-        ("customer lookup", ("crm.find_customer",), 3),
-        ("invoices", (), 3),
-    ]
-    assert session.counts() == {
-        "searches": 2,
-        "misses": 1,
-        "loads": 1,
-        "loads_never_called": 0,
-        "calls": 1,
-        "calls_without_load": 0,
-        "requests": 3,
-    }
+    assert_the_conversation(session)
     assert session.loads[0].requests_after == 2
