@@ -105,6 +105,24 @@ def test_api_presets_count_their_declared_search_tools():
     assert list(eager_only.modes) == [Mode.EAGER] and eager_only.mode == Mode.EAGER
 
 
+@pytest.mark.parametrize(
+    ("client", "value", "mode"),
+    [
+        ("claude-code", "true", Mode.DEFERRED),
+        ("claude-code", "1", Mode.DEFERRED),
+        ("claude-code", "false", Mode.EAGER),
+        ("claude-code", "0", Mode.EAGER),
+        ("anthropic-api", "eager", Mode.EAGER),
+        ("anthropic-api", None, Mode.DEFERRED),
+        ("openai-tool-search", "eager", Mode.EAGER),
+    ],
+)
+def test_each_setting_picks_its_mode_whatever_the_size(client, value, mode):
+    # A stack of one small server: far under any auto threshold, so only the setting decides.
+    stack = loading.stack_figures([loading.ServerTools("b", B)], client, setting=value)
+    assert stack.mode == mode and stack.upfront == stack.modes[mode].upfront
+
+
 @pytest.mark.parametrize("value", ["auto:0", "auto:101", "maybe"])
 def test_bad_settings_are_refused(value):
     with pytest.raises(loading.BadSetting):

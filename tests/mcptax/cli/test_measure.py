@@ -288,7 +288,7 @@ def test_client_claude_code_reports_the_mode_the_auto_verdict_and_each_modes_upf
     # auto:10 of a 2,000-token window is 200 tokens; only the deferrable server's schemas count.
     assert loading["threshold"]["threshold_tokens"] == 200
     assert loading["threshold"]["deferrable_tokens"] == _claude_tax("sprawling") > 200
-    assert loading["threshold"]["crosses"] is True
+    assert loading["threshold"]["crosses"] is True and loading["threshold"]["verdict"] == "defers"
     assert (loading["mode"], loading["upfront"], loading["setting"]) == ("deferred", deferred, "auto:10")
     by_server = {s["server"]: s for s in loading["servers"]}
     assert by_server["lean"]["mode"] == "eager" and by_server["lean"]["always_load"] is True
@@ -301,6 +301,7 @@ def test_client_claude_code_reports_the_mode_the_auto_verdict_and_each_modes_upf
     assert (off["mode"], off["upfront"]) == ("eager", eager)
     auto = json.loads(mcp_tax("measure", str(config), "--client", "claude-code", "--json").stdout)
     assert auto["stacks"][0]["loading"]["threshold"]["crosses"] is False
+    assert auto["stacks"][0]["loading"]["threshold"]["verdict"] == "stays eager"
     assert auto["stacks"][0]["loading"]["mode"] == "eager"
 
 
