@@ -1,4 +1,4 @@
-"""Pages for alerts, thresholds (budgets) and notification channels.
+"""Pages for alerts, budgets and notification channels.
 
 Function views, every lookup through the user's teams (another team's object is a 404). An htmx
 swap gets the named partial of the same template back (dashboard.htmx).
@@ -26,8 +26,8 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from dashboard.alerts import budgets, selectors
-from dashboard.alerts.forms import ChannelForm, ThresholdForm
-from dashboard.alerts.models import Alert, AlertState, Threshold
+from dashboard.alerts.forms import BudgetForm, ChannelForm
+from dashboard.alerts.models import Alert, AlertState, Budget
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import Channel
 from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page, wants_fragment
@@ -44,11 +44,11 @@ def _get_alert_for_user(
     return team, get_object_or_404(selectors.alerts(team), code=code)
 
 
-def _get_threshold_for_user(
-    request: HtmxHttpRequest, team_slug: str, threshold_id: int, action: Action = Action.VIEW
-) -> tuple[Team, Threshold]:
+def _get_budget_for_user(
+    request: HtmxHttpRequest, team_slug: str, budget_id: int, action: Action = Action.VIEW
+) -> tuple[Team, Budget]:
     team = get_team_for_user(request, team_slug, action)
-    return team, get_object_or_404(selectors.thresholds(team), pk=threshold_id)
+    return team, get_object_or_404(selectors.budgets(team), pk=budget_id)
 
 
 def _get_channel_for_user(
@@ -256,18 +256,18 @@ def alert_silence(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     return _row(request, team, alert)
 
 
-# --- thresholds ---------------------------------------------------------------------------------
+# --- budgets ------------------------------------------------------------------------------------
 
 
 @login_required
-def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+def budget_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
-    form = ThresholdForm(team, request.POST or None)
+    form = BudgetForm(team, request.POST or None)
     if request.method == "POST":
         require(request, team, Action.MANAGE_BUDGETS)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
-        Threshold.objects.create(
+        Budget.objects.create(
             team=team,
             server=d["server"],
             stack=d["stack"],
@@ -277,45 +277,45 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             window=d["window"],
         )
         evaluated = budgets.evaluate_team(team)
-        messages.success(request, f"Rule added; {evaluated} server(s) re-evaluated.")
-        return redirect("thresholds", team_slug=team.slug)
-    rows = list(selectors.threshold_rows(team))
-    # The footer explains the "default" badge only where the team still has such rules.
+        messages.success(request, f"Budget added; {evaluated} server(s) re-evaluated.")
+        return redirect("budgets", team_slug=team.slug)
+    rows = list(selectors.budget_rows(team))
+    # The footer explains the "default" badge only where the team still has such budgets.
     ctx = {"team": team, "form": form, "rows": rows, "has_defaults": any(r.is_default for r in rows)}
-    return render(request, "alerts/thresholds.html", ctx)
+    return render(request, "alerts/budgets.html", ctx)
 
 
 @login_required
 @require_POST
-def threshold_update(request: HtmxHttpRequest, team_slug: str, threshold_id: int) -> HttpResponse:
-    team, rule = _get_threshold_for_user(request, team_slug, threshold_id, Action.MANAGE_BUDGETS)
+def budget_update(request: HtmxHttpRequest, team_slug: str, budget_id: int) -> HttpResponse:
+    team, budget = _get_budget_for_user(request, team_slug, budget_id, Action.MANAGE_BUDGETS)
     action = request.POST.get("action")
     error = ""
     if action == "delete":
-        rule.delete()
+        budget.delete()
         budgets.evaluate_team(team)
         if wants_fragment(request):
             return HttpResponse("")  # htmx swaps the row away
-        return redirect("thresholds", team_slug=team.slug)
+        return redirect("budgets", team_slug=team.slug)
     if action == "toggle":
-        rule.enabled = not rule.enabled
-        rule.save(update_fields=["enabled"])
+        budget.enabled = not budget.enabled
+        budget.save(update_fields=["enabled"])
     elif action == "limit":
         try:
-            rule.limit = float(request.POST.get("limit", ""))
-            if rule.limit < 0:
+            budget.limit = float(request.POST.get("limit", ""))
+            if budget.limit < 0:
                 raise ValueError
-            rule.save(update_fields=["limit"])
+            budget.save(update_fields=["limit"])
         except ValueError:
             error = "The limit must be a number, zero or more."
-            rule.refresh_from_db()
+            budget.refresh_from_db()
     budgets.evaluate_team(team)
     if wants_fragment(request):
-        ctx = {"team": team, "rule": rule, "row_error": error}
-        return render_fragment(request, "alerts/thresholds.html#rule-row", ctx)
+        ctx = {"team": team, "budget": budget, "row_error": error}
+        return render_fragment(request, "alerts/budgets.html#budget-row", ctx)
     if error:
         messages.error(request, error)
-    return redirect("thresholds", team_slug=team.slug)
+    return redirect("budgets", team_slug=team.slug)
 
 
 # --- channels -----------------------------------------------------------------------------------
