@@ -1,4 +1,4 @@
-"""Time the schema-tax pages on a seeded database and count their SQL queries.
+"""Time the fixed-tax pages on a seeded database and count their SQL queries.
 
 Seeds two teams in a throwaway test database (created and dropped by Django's test machinery, so
 your data is never touched): one with 10 servers, one with `--servers` (default 50), each server

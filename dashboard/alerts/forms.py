@@ -40,7 +40,7 @@ class BudgetForm(forms.Form):
     scope = forms.ChoiceField(help_text="Team default applies to every server (or stack) without its own.")
     measure = forms.ChoiceField(
         choices=[
-            ("Schema tax", [(m.value, m.label) for m in SCOPE_MEASURES if m not in FIDELITY_MEASURES]),
+            ("Fixed tax", [(m.value, m.label) for m in SCOPE_MEASURES if m not in FIDELITY_MEASURES]),
             ("Fidelity", [(m.value, m.label) for m in SCOPE_MEASURES if m in FIDELITY_MEASURES]),
         ]
     )

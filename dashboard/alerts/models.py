@@ -26,13 +26,13 @@ class Level(models.TextChoices):
 
 
 class Measure(models.TextChoices):
-    # Schema tax, per server.
+    # Fixed tax, per server.
     FIXED_TAX_TOKENS = "fixed_tax_tokens", "Fixed tax (tokens)"
     RELEASE_GROWTH_PCT = "release_growth_pct", "Growth per release (%)"
     RELEASE_GROWTH_TOKENS = "release_growth_tokens", "Growth per release (tokens)"
     MAX_TOOL_TOKENS = "max_tool_tokens", "Largest single tool (tokens)"
     INSTRUCTIONS_TOKENS = "instructions_tokens", "Instructions (tokens)"
-    # Schema tax, per stack (the servers one agent loads).
+    # Fixed tax, per stack (the servers one agent loads).
     STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
     # What each request carries up front in the mode the stack's client uses (mcptax.loading).
     STACK_UPFRONT_TOKENS = "stack_upfront_tokens", "Stack upfront per request, in its client's mode (tokens)"

@@ -1,4 +1,4 @@
-"""Schema-tax endpoints of the JSON API: servers and their snapshots.
+"""Fixed-tax endpoints of the JSON API: servers and their snapshots.
 
 Every query is scoped to the token's team (`request.team`, set by dashboard.teams.api.TeamTokenAuth);
 a server of another team is simply not found.
@@ -18,7 +18,7 @@ from dashboard.servers.selectors import stacks_with_totals
 from dashboard.teams.api import TeamApiRequest
 from dashboard.teams.models import Team
 
-router = Router(tags=["schema tax"])
+router = Router(tags=["fixed tax"])
 
 
 class SnapshotSummary(Schema):

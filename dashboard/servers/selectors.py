@@ -1,4 +1,4 @@
-"""Query helpers for the schema-tax pages: each page's data in a fixed number of SQL queries.
+"""Query helpers for the fixed-tax pages: each page's data in a fixed number of SQL queries.
 
 Views stay thin; everything here takes already-authorized objects (a team, a server of that team).
 Row counts grow with the data, query counts must not: per-server figures come from annotations

@@ -1,4 +1,4 @@
-"""The schema-tax pages: the team overview, a server's page, its diff, registering servers (stacks: stack_views)."""
+"""The fixed-tax pages: the team overview, a server's page, its diff, registering servers (stacks: stack_views)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema-tax pages: the team overview, a server's page, poll now, registration, stacks.
+"""The fixed-tax pages: the team overview, a server's page, poll now, registration, stacks.
 
 Figures come from real polls of the example servers (the `polled_example_servers` fixture) or from
 tool lists recorded through the real `record_snapshot` path; nothing on the page is faked.
