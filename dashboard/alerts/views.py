@@ -30,7 +30,7 @@ from dashboard.alerts.forms import BudgetForm, ChannelForm
 from dashboard.alerts.models import Alert, AlertState, Budget
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import Channel
-from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page, wants_fragment
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.teams.access import Action, get_team_for_user, require
 from dashboard.teams.models import Team
 
@@ -81,7 +81,7 @@ def _list_context(team: Team, params: QueryDict, list_url: str) -> dict[str, Any
 def alert_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = _list_context(team, request.GET, request.get_full_path())
-    return render_page(request, "alerts/list.html", ctx, fragment="alert-table")
+    return render_page(request, "alerts/list.html", ctx, partial="alert-table")
 
 
 def _changed(request: HtmxHttpRequest, team: Team, response: HttpResponse) -> HttpResponse:
@@ -100,9 +100,9 @@ def _active_count(team: Team) -> int:
 
 def _row(request: HtmxHttpRequest, team: Team, alert: Alert, error: str = "") -> HttpResponse:
     """The alert's row after an action: swapped in place by htmx, else back to the list."""
-    if wants_fragment(request):
+    if request.htmx:
         ctx = {"team": team, "alert": alert, "row_error": error, "today": timezone.localdate()}
-        return _changed(request, team, render_fragment(request, "alerts/list.html#alert-row", ctx))
+        return _changed(request, team, render_page(request, "alerts/list.html#alert-row", ctx))
     if error:
         messages.error(request, error)
     return redirect(_back(request, team))
@@ -159,10 +159,10 @@ def alert_bulk(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug, Action.HANDLE_ALERTS)
     done, error = _bulk_apply(request, team)
     back = _back(request, team)
-    if wants_fragment(request):
+    if request.htmx:
         ctx = _list_context(team, QueryDict(urlsplit(back).query), back)
         ctx.update(bulk_note=error or done, bulk_failed=bool(error))
-        response = render_page(request, "alerts/list.html", ctx, fragment="alert-table")
+        response = render_page(request, "alerts/list.html#alert-table", ctx)
         return _changed(request, team, response) if not error else response
     if error:
         messages.error(request, error)
@@ -213,7 +213,7 @@ def alert_banner(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     scope = selectors.banner_scope(team, request.GET)
     ctx = {"team": team, "banner": selectors.banner(team, scope), "scope": scope}
     ctx.update({"nav_team": team, "nav_active_alerts": _active_count(team), "oob": True})
-    return render_fragment(request, "alerts/_banner.html", ctx)
+    return render_page(request, "alerts/_banner.html", ctx)
 
 
 @login_required
@@ -221,7 +221,7 @@ def alert_nav_count(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     """The navigation's active-alert count, polled so it never goes stale."""
     team = get_team_for_user(request, team_slug)
     ctx = {"nav_team": team, "nav_active_alerts": _active_count(team)}
-    return render_fragment(request, "alerts/_nav_count.html", ctx)
+    return render_page(request, "alerts/_nav_count.html", ctx)
 
 
 @login_required
@@ -294,7 +294,7 @@ def budget_update(request: HtmxHttpRequest, team_slug: str, budget_id: int) -> H
     if action == "delete":
         budget.delete()
         budgets.evaluate_team(team)
-        if wants_fragment(request):
+        if request.htmx:
             return HttpResponse("")  # htmx swaps the row away
         return redirect("budgets", team_slug=team.slug)
     if action == "toggle":
@@ -310,9 +310,9 @@ def budget_update(request: HtmxHttpRequest, team_slug: str, budget_id: int) -> H
             error = "The limit must be a number, zero or more."
             budget.refresh_from_db()
     budgets.evaluate_team(team)
-    if wants_fragment(request):
+    if request.htmx:
         ctx = {"team": team, "budget": budget, "row_error": error}
-        return render_fragment(request, "alerts/budgets.html#budget-row", ctx)
+        return render_page(request, "alerts/budgets.html#budget-row", ctx)
     if error:
         messages.error(request, error)
     return redirect("budgets", team_slug=team.slug)
@@ -354,7 +354,7 @@ def channel_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> Http
     team, channel = _get_channel_for_user(request, team_slug, code)
     page = Paginator(selectors.channel_attempts(channel), PAGE_SIZE).get_page(request.GET.get("page"))
     ctx = {"team": team, "channel": channel, "page": page}
-    return render_page(request, "alerts/channel_detail.html", ctx, fragment="attempts")
+    return render_page(request, "alerts/channel_detail.html", ctx, partial="attempts")
 
 
 @login_required
@@ -365,9 +365,9 @@ def channel_action(request: HtmxHttpRequest, team_slug: str, code: UUID) -> Http
     if action == "test":
         attempt = send_test(channel)
         channel.refresh_from_db()
-        if wants_fragment(request):
+        if request.htmx:
             ctx = {"team": team, "channel": channel, "attempt": attempt}
-            return render_fragment(request, "alerts/channel_detail.html#test-result", ctx)
+            return render_page(request, "alerts/channel_detail.html#test-result", ctx)
         if attempt.status == "sent":
             messages.success(request, "Test sent.")
         else:
