@@ -18,9 +18,9 @@ from ingest.fidelity.api import router as fidelity_router
 from ingest.otel.api import router as otel_router
 
 api = NinjaAPI(
-    title="MCP tool-tax API",
+    title="mcp-tax API",
     version="1",
-    description="Schema-tax history, the CI budget gate and traffic ingest. Authenticate with a team "
+    description="Fixed-tax history, the CI budget gate and traffic ingest. Authenticate with a team "
     "API token: `Authorization: Bearer mcpt_...`.",
     auth=TeamTokenAuth(),
     urls_namespace="api",

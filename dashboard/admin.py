@@ -3,7 +3,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from dashboard.alerts.models import Alert, Threshold
+from dashboard.alerts.models import Alert, Budget
 from dashboard.alerts.notify.models import Channel, Delivery, Notification, NotificationEvent
 from dashboard.servers.models import (
     McpServer,
@@ -134,8 +134,8 @@ class PollRunAdmin(admin.ModelAdmin[PollRun]):
     raw_id_fields = ["server", "snapshot"]
 
 
-@admin.register(Threshold)
-class ThresholdAdmin(admin.ModelAdmin[Threshold]):
+@admin.register(Budget)
+class BudgetAdmin(admin.ModelAdmin[Budget]):
     list_display = ["team", "measure", "level", "limit", "server", "stack", "enabled"]
     list_filter = ["team", "measure", "level"]
 
@@ -145,7 +145,7 @@ class AlertAdmin(admin.ModelAdmin[Alert]):
     list_display = ["subject_label", "measure", "level", "state", "value", "limit", "opened_at"]
     list_filter = ["team", "state", "level", "measure"]
     search_fields = ["subject_label", "rule_key"]
-    raw_id_fields = ["server", "stack", "snapshot", "resolved_snapshot", "threshold"]
+    raw_id_fields = ["server", "stack", "snapshot", "resolved_snapshot", "budget"]
 
 
 @admin.register(Channel)

@@ -3,7 +3,7 @@ from django.apps import AppConfig
 
 class DashboardConfig(AppConfig):
     name = "dashboard"
-    verbose_name = "Schema tax dashboard"
+    verbose_name = "Fixed tax dashboard"
 
     def ready(self) -> None:
         # Every receiver of the dashboard is connected here, in every process (web, worker,

@@ -16,7 +16,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from dashboard.alerts.budgets import evaluate_team
-from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.models import Budget, Level, Measure
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, PollRun, Snapshot, Stack, Transport
 from dashboard.tasks import poll
@@ -101,7 +101,7 @@ def ensure_demo_budgets(team: Team) -> None:
         (Measure.DAMAGED_ARRIVALS, Level.ERROR, 0),
     ]
     for measure, level, limit in defaults:
-        Threshold.objects.get_or_create(
+        Budget.objects.get_or_create(
             team=team, server=None, stack=None, measure=measure, level=level, defaults={"limit": limit}
         )
     if not team.channels.exists():
@@ -118,7 +118,7 @@ def load_demo(
 
     A first load polls real servers and drives real agents (a minute or two): `progress` hears of
     each step as it starts, so the terminal never sits silent."""
-    # Budgets first, so every historical snapshot gets its limits (the chart's band) and alerts.
+    # Budgets first, so every historical snapshot gets its budget checks (the chart's band) and alerts.
     ensure_demo_budgets(team)
     made = {"snapshots": 0}
     if servers:

@@ -1,10 +1,23 @@
-"""The one place that decides between a whole page and an htmx fragment.
+"""The one way a view answers htmx: `render_page`, with the template partial for the region.
 
-Every view that serves both renders through `render_page`. It answers a fragment only to an htmx
-request that swaps part of the page; a history-restore request (htmx asks for the URL it pushed
-when its cache missed) and a boosted navigation get the whole page, or the browser would show a
-bare fragment after back/forward. Both kinds of answer carry ``Vary: HX-Request`` so no cache
-hands one to the other.
+A page with a region htmx swaps names that region's partial::
+
+    return render_page(request, "servers/overview.html", ctx, partial="servers-region")
+
+An htmx request that swaps a region gets `template#partial`; every other request gets the whole
+page. A history-restore request (htmx asks again for a URL it pushed, after its cache missed) and a
+boosted navigation are page loads too, or the browser would show a bare region after back/forward.
+
+An endpoint only htmx calls (a polled status, a panel loaded after the page, a row after a post)
+names the partial in the template name, and always answers it::
+
+    return render_page(request, "alerts/list.html#alert-row", ctx)
+
+A view that must know more asks django-htmx itself: `if request.htmx:` where a plain form post is
+answered with a redirect instead, and `request.htmx.target` where a region needs less work than the
+page (htmx sends no region target with a history restore).
+
+Every answer carries ``Vary: HX-Request``, so no cache hands a region to a page load or back.
 """
 
 from __future__ import annotations
@@ -25,15 +38,9 @@ class HtmxHttpRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-def wants_fragment(request: HtmxHttpRequest) -> bool:
-    """True for an htmx request that swaps a region; False for a full page load of any kind."""
+def _swaps_region(request: HtmxHttpRequest) -> bool:
     htmx = request.htmx
     return bool(htmx) and not htmx.history_restore_request and not htmx.boosted
-
-
-def fragment_target(request: HtmxHttpRequest) -> str | None:
-    """The id of the element an htmx fragment request swaps, or None for a full page."""
-    return request.htmx.target if wants_fragment(request) else None
 
 
 def render_page(
@@ -41,57 +48,29 @@ def render_page(
     template: str,
     context: dict[str, Any],
     *,
-    fragment: str | None = None,
+    partial: str | None = None,
+    oob: tuple[str, ...] = (),
     stop_polling: bool = False,
     status: int = 200,
 ) -> HttpResponse:
-    """Render `template`, or its named partial `template#fragment` when htmx swaps a region.
+    """Render `template`, or its `partial` when htmx swaps a region (see the module docstring).
 
-    `stop_polling` answers the fragment with 286, which tells a polling element to stop: the region
-    has nothing left to wait for.
+    A region answer may carry more: `oob` names further partials of the same template, rendered
+    after it with ``oob=True`` (the partial then marks its root ``hx-swap-oob="true"`` and htmx
+    swaps it into the element with its id), so one answer refreshes every region a change touched;
+    `stop_polling` answers 286, which tells a polling element the region has nothing left to wait
+    for. A whole page carries neither.
     """
-    if fragment and wants_fragment(request):
-        name = f"{template}#{fragment}"
-        if stop_polling:
-            response: HttpResponse = HttpResponseStopPolling(render_to_string(name, context, request=request))
-        else:
-            response = render(request, name, context, status=status)
-    else:
+    if partial is not None and not _swaps_region(request):
         response = render(request, template, context, status=status)
-    patch_vary_headers(response, ("HX-Request",))
-    return response
-
-
-def render_fragment(
-    request: HtmxHttpRequest, template: str, context: dict[str, Any], *, stop_polling: bool = False
-) -> HttpResponse:
-    """A region that only htmx asks for (e.g. a status badge polled while work runs)."""
-    if stop_polling:
-        response: HttpResponse = HttpResponseStopPolling(render_to_string(template, context, request=request))
     else:
-        response = render(request, template, context)
-    patch_vary_headers(response, ("HX-Request",))
-    return response
-
-
-def render_with_oob(
-    request: HtmxHttpRequest,
-    template: str,
-    context: dict[str, Any],
-    fragment: str,
-    oob: tuple[str, ...] = (),
-    *,
-    stop_polling: bool = False,
-) -> HttpResponse:
-    """The region htmx asked for (`template#fragment`) and, after it, each named partial in `oob`
-    rendered with ``oob=True``: a partial marks its root ``hx-swap-oob="true"`` then, and htmx
-    swaps it into the element with its id. One answer so refreshes every region a change touched,
-    instead of each region asking again (and some never asking)."""
-    parts = [render_to_string(f"{template}#{fragment}", context, request=request)]
-    parts += [
-        render_to_string(f"{template}#{name}", {**context, "oob": True}, request=request) for name in oob
-    ]
-    body = "\n".join(parts)
-    response: HttpResponse = HttpResponseStopPolling(body) if stop_polling else HttpResponse(body)
+        name = f"{template}#{partial}" if partial is not None else template
+        page = name.split("#", 1)[0]
+        parts = [render_to_string(name, context, request=request)]
+        parts += [
+            render_to_string(f"{page}#{extra}", {**context, "oob": True}, request=request) for extra in oob
+        ]
+        body = "\n".join(parts)
+        response = HttpResponseStopPolling(body) if stop_polling else HttpResponse(body, status=status)
     patch_vary_headers(response, ("HX-Request",))
     return response

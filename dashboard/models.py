@@ -1,6 +1,6 @@
 """Dashboard models live in their sub-packages; Django looks for an app's models here."""
 
-from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Level, Measure
 from dashboard.alerts.notify.models import (
     AttemptStatus,
     Channel,
@@ -39,7 +39,7 @@ __all__ = [
     "NotificationEvent",
     "Level",
     "Measure",
-    "Threshold",
+    "Budget",
     "McpServer",
     "Membership",
     "PollOutcome",

@@ -43,7 +43,7 @@ def _pages(team: Any) -> list[tuple[str, str]]:
         ("stacks", reverse("stacks", args=[slug])),
         ("regressions", reverse("regressions", args=[slug]) + "?period=all"),
         ("alerts", reverse("alert_list", args=[slug])),
-        ("budgets", reverse("thresholds", args=[slug])),
+        ("budgets", reverse("budgets", args=[slug])),
         ("channels", reverse("channels", args=[slug])),
         ("agents", reverse("fidelity_agents", args=[slug])),
         ("ingest", reverse("ingest_home", args=[slug])),

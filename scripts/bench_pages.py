@@ -1,9 +1,9 @@
-"""Time the schema-tax pages on a seeded database and count their SQL queries.
+"""Time the fixed-tax pages on a seeded database and count their SQL queries.
 
 Seeds two teams in a throwaway test database (created and dropped by Django's test machinery, so
 your data is never touched): one with 10 servers, one with `--servers` (default 50), each server
 with `--snapshots` (default 500) snapshots, ~15 SnapshotTool rows per snapshot, a poll run per
-snapshot, a few alerts, budgets in every snapshot's limits, and a stack holding every server.
+snapshot, a few alerts, budgets checked in every snapshot, and a stack holding every server.
 Then requests each page `--repeat` times through Django's test Client and prints p50/p95 and the
 query count at 10 and at N servers (these must be equal: queries may not grow with servers).
 
@@ -134,7 +134,7 @@ def seed(team, servers: int, snapshots: int, owner) -> None:
                     overhead_tokens=-1 if k % 2 else 2,
                     instructions_tokens=40,
                     findings=FINDINGS,
-                    limits={
+                    budget_checks={
                         "fixed_tax_tokens": {
                             "limit": 2600,
                             "level": "error",

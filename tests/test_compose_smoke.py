@@ -169,7 +169,7 @@ def test_one_poll_one_upload_and_one_alert_through_the_compose_processes(stack_e
             f"""
 import json, sys
 from django.contrib.auth import get_user_model
-from dashboard.alerts.models import Threshold
+from dashboard.alerts.models import Budget
 from dashboard.alerts.notify.models import Channel
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import ApiToken, Membership, Team
@@ -181,7 +181,7 @@ server = McpServer.objects.create(
     team=team, name="lean", transport="stdio", command=sys.executable, args=["-m", "examples.servers.lean"],
     cwd={str(ROOT)!r}, poll_interval_seconds=3600, next_poll_at=timezone.now(),
 )
-Threshold.objects.create(team=team, server=server, measure="fixed_tax_tokens", level="warning", limit=1)
+Budget.objects.create(team=team, server=server, measure="fixed_tax_tokens", level="warning", limit=1)
 Channel.objects.create(team=team, name="hook", kind="webhook", config={{"url": {hook.url!r}}})
 print(json.dumps({{"token": ApiToken.issue(team, "smoke")[1], "server": server.pk}}))
 """,

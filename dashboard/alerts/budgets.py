@@ -1,10 +1,10 @@
-"""Threshold evaluation: limits beside each snapshot, alerts opened, escalated and resolved.
+"""Budget evaluation: the checks kept beside each snapshot, alerts opened, escalated and resolved.
 
 Runs on every new snapshot (`snapshot_recorded`, after the snapshot commits) and on demand
-(`evaluate_server`). The CI gate reuses `measure_values` and `check_rule` so a pull request is held to
-exactly the rules the dashboard alerts on.
+(`evaluate_server`). The CI gate reuses `measure_values` and `check_budget` so a pull request is held
+to exactly the budgets the dashboard alerts on.
 
-The rules and the alert life cycle (`open_or_update_alert`, `resolve_alert`) live in
+The budget checks and the alert life cycle (`open_or_update_alert`, `resolve_alert`) live in
 dashboard.alerts.rules, shared with the stack loading rules (dashboard.alerts.loading_rules) without
 an import cycle; they are re-exported here for the callers that know them by this module.
 """
@@ -20,11 +20,11 @@ from dashboard.alerts.rules import (
     SERVER_MEASURE_ORDER,
     UNITS,
     AlertChange,
+    BudgetCheck,
+    BudgetsByMeasure,
     Figures,
-    RuleResult,
-    ThresholdsByMeasure,
-    check_rule,
-    check_rules,
+    check_budget,
+    check_budgets,
     describe,
     expire_silences,
     fmt,
@@ -32,11 +32,11 @@ from dashboard.alerts.rules import (
     open_or_update_alert,
     release_baseline,
     resolve_alert,
+    server_budgets,
     server_rule_key,
-    server_thresholds,
     snapshot_figures,
+    stack_budgets,
     stack_rule_key,
-    stack_thresholds,
 )
 from dashboard.servers.models import McpServer, Snapshot, Stack
 from dashboard.teams.models import Team
@@ -48,10 +48,10 @@ __all__ = [
     "AlertChange",
     "Evaluation",
     "Figures",
-    "RuleResult",
-    "ThresholdsByMeasure",
-    "check_rule",
-    "check_rules",
+    "BudgetCheck",
+    "BudgetsByMeasure",
+    "check_budget",
+    "check_budgets",
     "describe",
     "evaluate_server",
     "evaluate_snapshot",
@@ -64,11 +64,11 @@ __all__ = [
     "release_baseline",
     "resolve_alert",
     "server_rule_key",
-    "server_thresholds",
+    "server_budgets",
     "snapshot_figures",
     "stack_fixed_tax",
     "stack_rule_key",
-    "stack_thresholds",
+    "stack_budgets",
 ]
 
 
@@ -78,24 +78,23 @@ __all__ = [
 @dataclass
 class Evaluation:
     snapshot_id: int
-    results: list[RuleResult]
+    results: list[BudgetCheck]
     changes: list[AlertChange]
     resolved: list[Alert]
 
 
 def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
-    """Store the limits beside the snapshot; when it is the server's current one, update alerts too."""
+    """Store the budget checks beside the snapshot; when it is the server's current one, update alerts too."""
     server = McpServer.objects.select_related("team", "current_snapshot").get(pk=snapshot.server_id)
-    thresholds = server_thresholds(server)
-    results = check_rules(thresholds, measure_values(snapshot_figures(snapshot)))
-    limits = {r.measure: r.limits_entry() for r in results}
-    Snapshot.objects.filter(pk=snapshot.pk).update(limits=limits)
-    snapshot.limits = limits
+    results = check_budgets(server_budgets(server), measure_values(snapshot_figures(snapshot)))
+    checks = {r.measure: r.stored() for r in results}
+    Snapshot.objects.filter(pk=snapshot.pk).update(budget_checks=checks)
+    snapshot.budget_checks = checks
 
     changes: list[AlertChange] = []
     resolved: list[Alert] = []
     if server.current_snapshot_id != snapshot.pk:
-        # An old snapshot re-evaluated (a threshold edit) gets its band, but must not move alerts.
+        # An old snapshot re-evaluated (a budget edit) gets its band, but must not move alerts.
         return Evaluation(snapshot.pk, results, changes, resolved)
 
     judged = {r.measure for r in results}
@@ -116,7 +115,7 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
                     describe(result, f"{server.name} {snapshot.label}"),
                     subject,
                     server=server,
-                    threshold=result.threshold,
+                    budget=result.budget,
                     snapshot=snapshot,
                 )
             )
@@ -124,7 +123,7 @@ def evaluate_snapshot(snapshot: Snapshot) -> Evaluation:
             done = resolve_alert(server.team, key, snapshot=snapshot, value=result.value)
             if done:
                 resolved.append(done)
-    # A rule that was removed or disabled cannot stay breached.
+    # A budget that was removed or disabled cannot stay breached.
     for measure in SERVER_MEASURE_ORDER:
         if measure not in judged:
             done = resolve_alert(server.team, server_rule_key(server, measure), snapshot=snapshot)
@@ -153,12 +152,12 @@ def stack_fixed_tax(stack: Stack) -> int:
 
 def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[AlertChange | None, Alert | None]:
     """The stack's summed fixed tax against its budget; the only stack measure so far."""
-    by_level = stack_thresholds(stack)
+    by_level = stack_budgets(stack)
     key = stack_rule_key(stack)
     if not by_level:
         return None, resolve_alert(stack.team, key, snapshot=snapshot)
     value = float(stack_fixed_tax(stack))
-    result = check_rule(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
+    result = check_budget(Measure.STACK_FIXED_TAX_TOKENS, value, by_level)
     if result is not None and result.breached:
         message = describe(result, f"Stack {stack.name}")
         change = open_or_update_alert(
@@ -171,7 +170,7 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
             message,
             f"stack {stack.name}",
             stack=stack,
-            threshold=result.threshold,
+            budget=result.budget,
             snapshot=snapshot,
         )
         return change, None
@@ -179,7 +178,7 @@ def evaluate_stack(stack: Stack, snapshot: Snapshot | None = None) -> tuple[Aler
 
 
 def evaluate_server(server: McpServer) -> Evaluation | None:
-    """On demand (a threshold changed, the `evaluate` button): judge the current snapshot again."""
+    """On demand (a budget changed, the `evaluate` button): judge the current snapshot again."""
     server = McpServer.objects.select_related("current_snapshot").get(pk=server.pk)
     if server.current_snapshot is None:
         return None
@@ -187,7 +186,7 @@ def evaluate_server(server: McpServer) -> Evaluation | None:
 
 
 def evaluate_team(team: Team) -> int:
-    """Re-evaluate every server's current snapshot and every stack (after editing thresholds)."""
+    """Re-evaluate every server's current snapshot and every stack (after editing budgets)."""
     count = 0
     for server in team.servers.filter(current_snapshot__isnull=False).select_related("current_snapshot"):
         if server.current_snapshot is not None:  # filtered above; narrows the type

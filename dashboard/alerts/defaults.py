@@ -3,9 +3,9 @@
 - growth per release: warning above 10 %, error above 25 % (team default, every server);
 - fixed tax per stack: warning above 10 % of the team's context window (team default, every stack).
 
-They are ordinary rules marked `is_default`: the budgets page shows them as defaults, and they can
+They are ordinary budgets marked `is_default`: the budgets page shows them as defaults, and they can
 be edited, disabled or deleted like any other. Teams that existed before defaults were introduced
-are left as they are (no data migration): their owners chose their rules, and adding rules on
+are left as they are (no data migration): their owners chose their budgets, and adding budgets on
 upgrade would open alerts nobody asked for. `manage.py default_budgets TEAM` adds them by hand.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from django.db import transaction
 
 from dashboard.alerts import budgets
-from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.models import Budget, Level, Measure
 from dashboard.teams.models import Team
 
 STACK_SHARE_OF_WINDOW = 0.10
@@ -34,17 +34,17 @@ def default_limit(team: Team, measure: str, limit: float | None) -> float:
     return float(round(team.context_window * STACK_SHARE_OF_WINDOW))
 
 
-def create_default_budgets(team: Team) -> list[Threshold]:
-    """Add each default the team lacks (a team-wide rule for that measure and level); idempotent."""
+def create_default_budgets(team: Team) -> list[Budget]:
+    """Add each default the team lacks (a team-wide budget for that measure and level); idempotent."""
     made = []
     with transaction.atomic():
         for measure, level, limit in DEFAULT_RULES:
-            exists = Threshold.objects.filter(
+            exists = Budget.objects.filter(
                 team=team, server=None, stack=None, measure=measure, level=level
             ).exists()
             if not exists:
                 made.append(
-                    Threshold.objects.create(
+                    Budget.objects.create(
                         team=team,
                         measure=measure,
                         level=level,

@@ -1,4 +1,4 @@
-"""Forms of the alert pages: budget rules and notification channels."""
+"""Forms of the alert pages: budgets and notification channels."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from dashboard.alerts.models import (
     SERVER_MEASURES,
     STACK_MEASURES,
     WINDOWED_MEASURES,
+    Budget,
     Level,
     Measure,
-    Threshold,
 )
 from dashboard.alerts.notify.apprise_sender import validate_url
 from dashboard.alerts.notify.models import ChannelKind
@@ -32,15 +32,15 @@ SCOPE_MEASURES = [
     Measure.DAMAGED_ARRIVALS,
     Measure.PASTE_COST_PER_DAY,
 ]
-# Fidelity rules a server may carry (its own wins for its tools); the others are team-wide only.
+# Fidelity budgets a server may carry (its own wins for its tools); the others are team-wide only.
 SERVER_FIDELITY_MEASURES = {Measure.DAMAGED_ARRIVALS}
 
 
-class ThresholdForm(forms.Form):
+class BudgetForm(forms.Form):
     scope = forms.ChoiceField(help_text="Team default applies to every server (or stack) without its own.")
     measure = forms.ChoiceField(
         choices=[
-            ("Schema tax", [(m.value, m.label) for m in SCOPE_MEASURES if m not in FIDELITY_MEASURES]),
+            ("Fixed tax", [(m.value, m.label) for m in SCOPE_MEASURES if m not in FIDELITY_MEASURES]),
             ("Fidelity", [(m.value, m.label) for m in SCOPE_MEASURES if m in FIDELITY_MEASURES]),
         ]
     )
@@ -87,11 +87,11 @@ class ThresholdForm(forms.Form):
             data["window"] = data.get("window") or 50
         else:
             data["window"] = 50  # unused by this measure; the model's default
-        exists = Threshold.objects.filter(
+        exists = Budget.objects.filter(
             team=self.team, server=server, stack=stack, measure=measure, level=data.get("level")
         ).exists()
         if exists:
-            raise ValidationError("That rule already exists for this scope and level; edit or delete it.")
+            raise ValidationError("That budget already exists for this scope and level; edit or delete it.")
         data["server"], data["stack"] = server, stack
         return data
 

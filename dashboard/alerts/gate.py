@@ -96,7 +96,7 @@ def _rules(server: McpServer, report: tokens.TokenReport, baseline: Snapshot | N
         baseline_label=baseline.label if baseline else "",
     )
     rules: list[RuleOutcome] = []
-    for r in budgets.check_rules(budgets.server_thresholds(server), budgets.measure_values(figures)):
+    for r in budgets.check_budgets(budgets.server_budgets(server), budgets.measure_values(figures)):
         rules.append(
             RuleOutcome(
                 r.measure, Measure(r.measure).label, "server", r.level, r.limit, r.value, r.breached, r.detail
@@ -104,7 +104,7 @@ def _rules(server: McpServer, report: tokens.TokenReport, baseline: Snapshot | N
         )
     # A stack pays every member's tax: swap this server's current figure for the candidate's.
     for stack in server.stacks.order_by("name", "pk"):
-        by_level = budgets.stack_thresholds(stack)
+        by_level = budgets.stack_budgets(stack)
         if not by_level:
             continue
         others = sum(
@@ -112,7 +112,7 @@ def _rules(server: McpServer, report: tokens.TokenReport, baseline: Snapshot | N
             .filter(current_snapshot__isnull=False)
             .values_list("current_snapshot__fixed_tax_tokens", flat=True)
         )
-        stack_rule = budgets.check_rule(
+        stack_rule = budgets.check_budget(
             Measure.STACK_FIXED_TAX_TOKENS, float(others + report.fixed_tax_tokens), by_level
         )
         if stack_rule is None:  # by_level is not empty, so never; narrows the type
@@ -176,8 +176,8 @@ def _loading(
                 "baseline_crosses": now.threshold.crosses if now and now.threshold else None,
             }
         )
-        by_level = budgets.stack_thresholds(stack, Measure.STACK_UPFRONT_TOKENS)
-        r = budgets.check_rule(Measure.STACK_UPFRONT_TOKENS, float(after.upfront), by_level)
+        by_level = budgets.stack_budgets(stack, Measure.STACK_UPFRONT_TOKENS)
+        r = budgets.check_budget(Measure.STACK_UPFRONT_TOKENS, float(after.upfront), by_level)
         if r is not None:
             scope = f"stack {stack.name}"
             label = f"{Measure(r.measure).label}: {client}, {after.mode}"

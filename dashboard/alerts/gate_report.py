@@ -167,7 +167,7 @@ def render_report(result: CheckResult) -> str:
     """Deterministic Markdown: same input and stored state, same bytes."""
     t = result.totals
     icon = {PASS: "✅", WARN: "⚠️", FAIL: "❌", ERROR: "⛔"}[result.verdict]
-    lines = [marker(result.server), f"### {icon} MCP tool tax: `{result.server}` — **{result.verdict}**", ""]
+    lines = [marker(result.server), f"### {icon} mcp-tax: `{result.server}` — **{result.verdict}**", ""]
     candidate = " · ".join(
         part
         for part in (

@@ -8,12 +8,12 @@ from __future__ import annotations
 from dashboard.alerts.models import Alert, Level, Measure
 from dashboard.alerts.rules import (
     AlertChange,
-    check_rule,
+    check_budget,
     describe,
     open_or_update_alert,
     resolve_alert,
+    stack_budgets,
     stack_rule_key,
-    stack_thresholds,
 )
 from dashboard.servers import loading as server_loading
 from dashboard.servers.models import Snapshot, Stack
@@ -29,8 +29,8 @@ def evaluate_stack_loading(
     resolved: list[Alert] = []
     figures = server_loading.for_stack(stack, team, team.main_encoding)
     key = stack_rule_key(stack, Measure.STACK_UPFRONT_TOKENS)
-    by_level = stack_thresholds(stack, Measure.STACK_UPFRONT_TOKENS)
-    result = check_rule(Measure.STACK_UPFRONT_TOKENS, float(figures.upfront), by_level) if figures else None
+    by_level = stack_budgets(stack, Measure.STACK_UPFRONT_TOKENS)
+    result = check_budget(Measure.STACK_UPFRONT_TOKENS, float(figures.upfront), by_level) if figures else None
     if result is not None and result.breached and figures is not None:
         detail = f"{figures.client}, {figures.mode}"
         changes.append(
@@ -44,7 +44,7 @@ def evaluate_stack_loading(
                 describe(result, f"Stack {stack.name} ({detail})"),
                 f"stack {stack.name}",
                 stack=stack,
-                threshold=result.threshold,
+                budget=result.budget,
                 snapshot=snapshot,
             )
         )

@@ -1,9 +1,8 @@
-"""Thresholds (what must hold), the limits they gave at each measurement, and alerts (what broke).
+"""Budgets (what must hold) and alerts (what broke); each snapshot keeps its budget checks.
 
-Modeled on Bencher: a threshold per (subject, measure) with a test (static budget or growth over
-the previous release), a level, and alerts with a lifecycle. Schema-tax rules are evaluated on
-every new snapshot; fidelity rules (agent exact-match rate, damaged arrivals, paste cost) on
-ingest rollups.
+Modeled on Bencher: a budget per (subject, measure, level) with a limit (a static amount or growth
+over the previous release), and alerts with a lifecycle. Fixed-tax budgets are checked on every new
+snapshot; fidelity budgets (agent exact-match rate, damaged arrivals, paste cost) on ingest rollups.
 """
 
 from __future__ import annotations
@@ -27,13 +26,13 @@ class Level(models.TextChoices):
 
 
 class Measure(models.TextChoices):
-    # Schema tax, per server.
+    # Fixed tax, per server.
     FIXED_TAX_TOKENS = "fixed_tax_tokens", "Fixed tax (tokens)"
     RELEASE_GROWTH_PCT = "release_growth_pct", "Growth per release (%)"
     RELEASE_GROWTH_TOKENS = "release_growth_tokens", "Growth per release (tokens)"
     MAX_TOOL_TOKENS = "max_tool_tokens", "Largest single tool (tokens)"
     INSTRUCTIONS_TOKENS = "instructions_tokens", "Instructions (tokens)"
-    # Schema tax, per stack (the servers one agent loads).
+    # Fixed tax, per stack (the servers one agent loads).
     STACK_FIXED_TAX_TOKENS = "stack_fixed_tax_tokens", "Stack fixed tax (tokens)"
     # What each request carries up front in the mode the stack's client uses (mcptax.loading).
     STACK_UPFRONT_TOKENS = "stack_upfront_tokens", "Stack upfront per request, in its client's mode (tokens)"
@@ -85,12 +84,13 @@ STACK_MEASURES = {Measure.STACK_FIXED_TAX_TOKENS, Measure.STACK_UPFRONT_TOKENS}
 FIDELITY_MEASURES = {Measure.AGENT_EXACT_RATE, Measure.DAMAGED_ARRIVALS, Measure.PASTE_COST_PER_DAY}
 
 
-class Threshold(models.Model):
-    """A rule. With `server` and `stack` empty it is the team default for every server."""
+class Budget(models.Model):
+    """A limit on one measure at one level. With `server` and `stack` empty it is the team default
+    for every server."""
 
-    team = models.ForeignKey(Team, models.CASCADE, related_name="thresholds")
-    server = models.ForeignKey(McpServer, models.CASCADE, null=True, blank=True, related_name="thresholds")
-    stack = models.ForeignKey(Stack, models.CASCADE, null=True, blank=True, related_name="thresholds")
+    team = models.ForeignKey(Team, models.CASCADE, related_name="budgets")
+    server = models.ForeignKey(McpServer, models.CASCADE, null=True, blank=True, related_name="budgets")
+    stack = models.ForeignKey(Stack, models.CASCADE, null=True, blank=True, related_name="budgets")
     measure = models.CharField(max_length=40, choices=Measure.choices)
     level = models.CharField(max_length=10, choices=Level.choices, default=Level.WARNING)
     limit = models.FloatField()
@@ -124,7 +124,7 @@ class Threshold(models.Model):
 
     @property
     def window_display(self) -> str:
-        """What a windowed rule looks at, e.g. "over the last 50 bulk calls"."""
+        """What a windowed budget looks at, e.g. "over the last 50 bulk calls"."""
         if self.measure not in WINDOWED_MEASURES:
             return ""
         return f"over the last {self.window} bulk call{'' if self.window == 1 else 's'}"
@@ -161,7 +161,7 @@ class Alert(models.Model):
 
     team = models.ForeignKey(Team, models.CASCADE, related_name="alerts")
     code = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
-    threshold = models.ForeignKey(Threshold, models.SET_NULL, null=True, blank=True, related_name="alerts")
+    budget = models.ForeignKey(Budget, models.SET_NULL, null=True, blank=True, related_name="alerts")
     # e.g. "server:12:fixed_tax_tokens", "agent:3:agent_exact_rate", "tool:files-sprawl/write_file:damaged"
     rule_key = models.CharField(max_length=300)
     measure = models.CharField(max_length=40, choices=Measure.choices)
@@ -190,7 +190,7 @@ class Alert(models.Model):
     silenced_until_release = models.BooleanField(default=False)
     silenced_at_version = models.CharField(max_length=100, blank=True)
     resolved_at = models.DateTimeField(null=True, blank=True)
-    # The value that resolved it (None: resolved by hand, or its rule was removed or disabled).
+    # The value that resolved it (None: resolved by hand, or its budget was removed or disabled).
     resolved_value = models.FloatField(null=True, blank=True)
     resolved_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, models.SET_NULL, null=True, blank=True, related_name="+"
@@ -294,7 +294,7 @@ class Alert(models.Model):
         if self.resolved_value is not None:
             where = f" in {self.resolved_snapshot.label}" if self.resolved_snapshot else ""
             return f"{text}; resolved: back to {self.resolved_value_display}{where}."
-        return f"{text}; resolved: its rule was removed or disabled."
+        return f"{text}; resolved: its budget was removed or disabled."
 
     def acknowledge(self, user: User | AnonymousUser, note: str = "") -> bool:
         """Someone has seen it: no more reminders, but it stays open until the value is back under."""

@@ -1,9 +1,9 @@
-"""Threshold rules and the alert life cycle, shared by every evaluator: the snapshot and stack
+"""Budget checks and the alert life cycle, shared by every evaluator: the snapshot and stack
 evaluation (dashboard.alerts.budgets), the stack loading rules (dashboard.alerts.loading_rules), the
 CI gate and the fidelity and discovery alerts.
 
 - `open_or_update_alert(team, rule_key, measure, level, value, limit, message, subject_label,
-  server=None, threshold=None, snapshot=None, stack=None)` opens the rule's alert, or updates the
+  server=None, budget=None, snapshot=None, stack=None)` opens the rule's alert, or updates the
   open one. It creates the notification event when the alert is new, escalates from warning to
   error, or wakes from an expired silence; repeated calls with a still-breached rule send nothing.
 - `resolve_alert(team, rule_key, snapshot=None, value=None)` resolves the rule's open alert, if
@@ -30,9 +30,9 @@ from dashboard.alerts.models import (
     SERVER_MEASURES,
     Alert,
     AlertState,
+    Budget,
     Level,
     Measure,
-    Threshold,
     format_measure,
 )
 from dashboard.alerts.notify.delivery import create_event
@@ -54,22 +54,22 @@ UNITS = MEASURE_UNITS
 fmt = format_measure
 
 
-# --- rules --------------------------------------------------------------------------------------
+# --- budgets ------------------------------------------------------------------------------------
 
 
-ThresholdsByMeasure = dict[str, dict[str, Threshold]]
+BudgetsByMeasure = dict[str, dict[str, Budget]]
 
 
-def _merge(rows: Iterable[Threshold], specific: str) -> ThresholdsByMeasure:
-    """Per (measure, level): the subject's own threshold wins over the team default."""
-    chosen: ThresholdsByMeasure = {}
+def _merge(rows: Iterable[Budget], specific: str) -> BudgetsByMeasure:
+    """Per (measure, level): the subject's own budget wins over the team default."""
+    chosen: BudgetsByMeasure = {}
     for row in sorted(rows, key=lambda t: getattr(t, f"{specific}_id") is not None):
         chosen.setdefault(row.measure, {})[row.level] = row
     return chosen
 
 
-def server_thresholds(server: McpServer) -> ThresholdsByMeasure:
-    rows = Threshold.objects.filter(
+def server_budgets(server: McpServer) -> BudgetsByMeasure:
+    rows = Budget.objects.filter(
         Q(server=server) | Q(server__isnull=True, stack__isnull=True),
         team_id=server.team_id,
         enabled=True,
@@ -78,8 +78,8 @@ def server_thresholds(server: McpServer) -> ThresholdsByMeasure:
     return _merge(rows, "server")
 
 
-def stack_thresholds(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) -> dict[str, Threshold]:
-    rows = Threshold.objects.filter(
+def stack_budgets(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) -> dict[str, Budget]:
+    rows = Budget.objects.filter(
         Q(stack=stack) | Q(server__isnull=True, stack__isnull=True),
         team_id=stack.team_id,
         enabled=True,
@@ -89,8 +89,8 @@ def stack_thresholds(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS
 
 
 @dataclass
-class RuleResult:
-    """One measure judged against its thresholds; `limit`/`level` are the ones to show and alert on."""
+class BudgetCheck:
+    """One measure judged against its budgets; `limit`/`level` are the ones to show and alert on."""
 
     measure: str
     value: float
@@ -98,11 +98,11 @@ class RuleResult:
     level: str
     breached: bool
     levels: dict[str, float] = field(default_factory=dict)
-    threshold: Threshold | None = None
+    budget: Budget | None = None
     detail: str = ""
 
-    def limits_entry(self) -> dict[str, Any]:
-        # The shape Snapshot.limits documents, plus every configured level for the chart's bands.
+    def stored(self) -> dict[str, Any]:
+        # The shape Snapshot.budget_checks documents, plus every configured level for the chart's bands.
         return {
             "limit": self.limit,
             "level": self.level,
@@ -112,23 +112,23 @@ class RuleResult:
         }
 
 
-def check_rule(
-    measure: str, value: float, by_level: dict[str, Threshold], detail: str = ""
-) -> RuleResult | None:
+def check_budget(
+    measure: str, value: float, by_level: dict[str, Budget], detail: str = ""
+) -> BudgetCheck | None:
     """The worst breached level, else the nearest limit (warning before error)."""
     if not by_level:
         return None
     ordered = sorted(by_level.values(), key=lambda t: LEVEL_RANK[t.level])
     breached = [t for t in ordered if t.breached_by(value)]
     shown = breached[-1] if breached else ordered[0]
-    return RuleResult(
+    return BudgetCheck(
         measure=measure,
         value=value,
         limit=shown.limit,
         level=shown.level,
         breached=bool(breached),
         levels={t.level: t.limit for t in ordered},
-        threshold=shown,
+        budget=shown,
         detail=detail,
     )
 
@@ -163,12 +163,12 @@ def measure_values(figures: Figures) -> dict[str, tuple[float, str]]:
     return values
 
 
-def check_rules(thresholds: ThresholdsByMeasure, values: dict[str, tuple[float, str]]) -> list[RuleResult]:
+def check_budgets(budgets: BudgetsByMeasure, values: dict[str, tuple[float, str]]) -> list[BudgetCheck]:
     results = []
     for measure in SERVER_MEASURE_ORDER:
-        if measure in values and measure in thresholds:
+        if measure in values and measure in budgets:
             value, detail = values[measure]
-            result = check_rule(measure, value, thresholds[measure], detail)
+            result = check_budget(measure, value, budgets[measure], detail)
             if result is not None:
                 results.append(result)
     return results
@@ -202,7 +202,7 @@ def stack_rule_key(stack: Stack, measure: str = Measure.STACK_FIXED_TAX_TOKENS) 
     return f"stack:{stack.pk}:{measure}"
 
 
-def describe(result: RuleResult, subject: str) -> str:
+def describe(result: BudgetCheck, subject: str) -> str:
     label = Measure(result.measure).label
     detail = f" ({result.detail})" if result.detail else ""
     if result.breached:
@@ -232,7 +232,7 @@ def open_or_update_alert(
     message: str,
     subject_label: str,
     server: McpServer | None = None,
-    threshold: Threshold | None = None,
+    budget: Budget | None = None,
     snapshot: Snapshot | None = None,
     stack: Stack | None = None,
 ) -> AlertChange:
@@ -254,7 +254,7 @@ def open_or_update_alert(
                         subject_label=subject_label[:300],
                         server=server,
                         stack=stack,
-                        threshold=threshold,
+                        budget=budget,
                         snapshot=snapshot,
                         opened_at=now,
                         last_evaluated_at=now,
@@ -277,7 +277,7 @@ def open_or_update_alert(
             alert.state = AlertState.ACTIVE
             event = EventKind.ESCALATED
         alert.level, alert.value, alert.limit, alert.message = level, value, limit, message
-        alert.threshold = threshold
+        alert.budget = budget
         alert.subject_label = subject_label[:300]
         alert.last_evaluated_at = now
         alert.save()

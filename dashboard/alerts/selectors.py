@@ -1,4 +1,4 @@
-"""Read-side queries of the alert pages: the alert list, budget rules, channels and their attempts."""
+"""Read-side queries of the alert pages: the alert list, budgets, channels and their attempts."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from dashboard.alerts.models import (
     OPEN_STATES,
     Alert,
     AlertState,
+    Budget,
     Level,
-    Threshold,
     about_tool,
 )
 from dashboard.alerts.notify.models import Channel, Notification
@@ -42,7 +42,7 @@ SORTS = {
 
 def alerts(team: Team) -> QuerySet[Alert]:
     return Alert.objects.filter(team=team).select_related(
-        "team", "server", "stack", "acknowledged_by", "resolved_by", "resolved_snapshot", "threshold"
+        "team", "server", "stack", "acknowledged_by", "resolved_by", "resolved_snapshot", "budget"
     )
 
 
@@ -55,12 +55,12 @@ def alert_list(team: Team, state: str, sort: str) -> QuerySet[Alert]:
     return rows.order_by(*SORTS[sort])
 
 
-def thresholds(team: Team) -> QuerySet[Threshold]:
-    return team.thresholds.select_related("server", "stack")
+def budgets(team: Team) -> QuerySet[Budget]:
+    return team.budgets.select_related("server", "stack")
 
 
-def threshold_rows(team: Team) -> QuerySet[Threshold]:
-    return thresholds(team).order_by("server__name", "stack__name", "measure", "level")
+def budget_rows(team: Team) -> QuerySet[Budget]:
+    return budgets(team).order_by("server__name", "stack__name", "measure", "level")
 
 
 def channels(team: Team) -> QuerySet[Channel]:

@@ -1,4 +1,4 @@
-"""Pages for alerts, thresholds (budgets) and notification channels.
+"""Pages for alerts, budgets and notification channels.
 
 Function views, every lookup through the user's teams (another team's object is a 404). An htmx
 swap gets the named partial of the same template back (dashboard.htmx).
@@ -26,11 +26,11 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
 from dashboard.alerts import budgets, selectors
-from dashboard.alerts.forms import ChannelForm, ThresholdForm
-from dashboard.alerts.models import Alert, AlertState, Threshold
+from dashboard.alerts.forms import BudgetForm, ChannelForm
+from dashboard.alerts.models import Alert, AlertState, Budget
 from dashboard.alerts.notify.delivery import send_test
 from dashboard.alerts.notify.models import Channel
-from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page, wants_fragment
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.teams.access import Action, get_team_for_user, require
 from dashboard.teams.models import Team
 
@@ -44,11 +44,11 @@ def _get_alert_for_user(
     return team, get_object_or_404(selectors.alerts(team), code=code)
 
 
-def _get_threshold_for_user(
-    request: HtmxHttpRequest, team_slug: str, threshold_id: int, action: Action = Action.VIEW
-) -> tuple[Team, Threshold]:
+def _get_budget_for_user(
+    request: HtmxHttpRequest, team_slug: str, budget_id: int, action: Action = Action.VIEW
+) -> tuple[Team, Budget]:
     team = get_team_for_user(request, team_slug, action)
-    return team, get_object_or_404(selectors.thresholds(team), pk=threshold_id)
+    return team, get_object_or_404(selectors.budgets(team), pk=budget_id)
 
 
 def _get_channel_for_user(
@@ -81,7 +81,7 @@ def _list_context(team: Team, params: QueryDict, list_url: str) -> dict[str, Any
 def alert_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = _list_context(team, request.GET, request.get_full_path())
-    return render_page(request, "alerts/list.html", ctx, fragment="alert-table")
+    return render_page(request, "alerts/list.html", ctx, partial="alert-table")
 
 
 def _changed(request: HtmxHttpRequest, team: Team, response: HttpResponse) -> HttpResponse:
@@ -100,9 +100,9 @@ def _active_count(team: Team) -> int:
 
 def _row(request: HtmxHttpRequest, team: Team, alert: Alert, error: str = "") -> HttpResponse:
     """The alert's row after an action: swapped in place by htmx, else back to the list."""
-    if wants_fragment(request):
+    if request.htmx:
         ctx = {"team": team, "alert": alert, "row_error": error, "today": timezone.localdate()}
-        return _changed(request, team, render_fragment(request, "alerts/list.html#alert-row", ctx))
+        return _changed(request, team, render_page(request, "alerts/list.html#alert-row", ctx))
     if error:
         messages.error(request, error)
     return redirect(_back(request, team))
@@ -159,10 +159,10 @@ def alert_bulk(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug, Action.HANDLE_ALERTS)
     done, error = _bulk_apply(request, team)
     back = _back(request, team)
-    if wants_fragment(request):
+    if request.htmx:
         ctx = _list_context(team, QueryDict(urlsplit(back).query), back)
         ctx.update(bulk_note=error or done, bulk_failed=bool(error))
-        response = render_page(request, "alerts/list.html", ctx, fragment="alert-table")
+        response = render_page(request, "alerts/list.html#alert-table", ctx)
         return _changed(request, team, response) if not error else response
     if error:
         messages.error(request, error)
@@ -213,7 +213,7 @@ def alert_banner(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     scope = selectors.banner_scope(team, request.GET)
     ctx = {"team": team, "banner": selectors.banner(team, scope), "scope": scope}
     ctx.update({"nav_team": team, "nav_active_alerts": _active_count(team), "oob": True})
-    return render_fragment(request, "alerts/_banner.html", ctx)
+    return render_page(request, "alerts/_banner.html", ctx)
 
 
 @login_required
@@ -221,7 +221,7 @@ def alert_nav_count(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     """The navigation's active-alert count, polled so it never goes stale."""
     team = get_team_for_user(request, team_slug)
     ctx = {"nav_team": team, "nav_active_alerts": _active_count(team)}
-    return render_fragment(request, "alerts/_nav_count.html", ctx)
+    return render_page(request, "alerts/_nav_count.html", ctx)
 
 
 @login_required
@@ -256,18 +256,18 @@ def alert_silence(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     return _row(request, team, alert)
 
 
-# --- thresholds ---------------------------------------------------------------------------------
+# --- budgets ------------------------------------------------------------------------------------
 
 
 @login_required
-def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
+def budget_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
-    form = ThresholdForm(team, request.POST or None)
+    form = BudgetForm(team, request.POST or None)
     if request.method == "POST":
         require(request, team, Action.MANAGE_BUDGETS)
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
-        Threshold.objects.create(
+        Budget.objects.create(
             team=team,
             server=d["server"],
             stack=d["stack"],
@@ -277,45 +277,45 @@ def thresholds(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
             window=d["window"],
         )
         evaluated = budgets.evaluate_team(team)
-        messages.success(request, f"Rule added; {evaluated} server(s) re-evaluated.")
-        return redirect("thresholds", team_slug=team.slug)
-    rows = list(selectors.threshold_rows(team))
-    # The footer explains the "default" badge only where the team still has such rules.
+        messages.success(request, f"Budget added; {evaluated} server(s) re-evaluated.")
+        return redirect("budgets", team_slug=team.slug)
+    rows = list(selectors.budget_rows(team))
+    # The footer explains the "default" badge only where the team still has such budgets.
     ctx = {"team": team, "form": form, "rows": rows, "has_defaults": any(r.is_default for r in rows)}
-    return render(request, "alerts/thresholds.html", ctx)
+    return render(request, "alerts/budgets.html", ctx)
 
 
 @login_required
 @require_POST
-def threshold_update(request: HtmxHttpRequest, team_slug: str, threshold_id: int) -> HttpResponse:
-    team, rule = _get_threshold_for_user(request, team_slug, threshold_id, Action.MANAGE_BUDGETS)
+def budget_update(request: HtmxHttpRequest, team_slug: str, budget_id: int) -> HttpResponse:
+    team, budget = _get_budget_for_user(request, team_slug, budget_id, Action.MANAGE_BUDGETS)
     action = request.POST.get("action")
     error = ""
     if action == "delete":
-        rule.delete()
+        budget.delete()
         budgets.evaluate_team(team)
-        if wants_fragment(request):
+        if request.htmx:
             return HttpResponse("")  # htmx swaps the row away
-        return redirect("thresholds", team_slug=team.slug)
+        return redirect("budgets", team_slug=team.slug)
     if action == "toggle":
-        rule.enabled = not rule.enabled
-        rule.save(update_fields=["enabled"])
+        budget.enabled = not budget.enabled
+        budget.save(update_fields=["enabled"])
     elif action == "limit":
         try:
-            rule.limit = float(request.POST.get("limit", ""))
-            if rule.limit < 0:
+            budget.limit = float(request.POST.get("limit", ""))
+            if budget.limit < 0:
                 raise ValueError
-            rule.save(update_fields=["limit"])
+            budget.save(update_fields=["limit"])
         except ValueError:
             error = "The limit must be a number, zero or more."
-            rule.refresh_from_db()
+            budget.refresh_from_db()
     budgets.evaluate_team(team)
-    if wants_fragment(request):
-        ctx = {"team": team, "rule": rule, "row_error": error}
-        return render_fragment(request, "alerts/thresholds.html#rule-row", ctx)
+    if request.htmx:
+        ctx = {"team": team, "budget": budget, "row_error": error}
+        return render_page(request, "alerts/budgets.html#budget-row", ctx)
     if error:
         messages.error(request, error)
-    return redirect("thresholds", team_slug=team.slug)
+    return redirect("budgets", team_slug=team.slug)
 
 
 # --- channels -----------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def channel_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> Http
     team, channel = _get_channel_for_user(request, team_slug, code)
     page = Paginator(selectors.channel_attempts(channel), PAGE_SIZE).get_page(request.GET.get("page"))
     ctx = {"team": team, "channel": channel, "page": page}
-    return render_page(request, "alerts/channel_detail.html", ctx, fragment="attempts")
+    return render_page(request, "alerts/channel_detail.html", ctx, partial="attempts")
 
 
 @login_required
@@ -365,9 +365,9 @@ def channel_action(request: HtmxHttpRequest, team_slug: str, code: UUID) -> Http
     if action == "test":
         attempt = send_test(channel)
         channel.refresh_from_db()
-        if wants_fragment(request):
+        if request.htmx:
             ctx = {"team": team, "channel": channel, "attempt": attempt}
-            return render_fragment(request, "alerts/channel_detail.html#test-result", ctx)
+            return render_page(request, "alerts/channel_detail.html#test-result", ctx)
         if attempt.status == "sent":
             messages.success(request, "Test sent.")
         else:

@@ -1,4 +1,4 @@
-"""Schema-tax endpoints of the JSON API: servers and their snapshots.
+"""Fixed-tax endpoints of the JSON API: servers and their snapshots.
 
 Every query is scoped to the token's team (`request.team`, set by dashboard.teams.api.TeamTokenAuth);
 a server of another team is simply not found.
@@ -18,7 +18,7 @@ from dashboard.servers.selectors import stacks_with_totals
 from dashboard.teams.api import TeamApiRequest
 from dashboard.teams.models import Team
 
-router = Router(tags=["schema tax"])
+router = Router(tags=["fixed tax"])
 
 
 class SnapshotSummary(Schema):
@@ -34,7 +34,7 @@ class SnapshotSummary(Schema):
     overhead_tokens: int
     instructions_tokens: int
     bytes: int
-    limits: dict[str, Any]
+    limits: dict[str, Any]  # Snapshot.budget_checks, under its published name
     # Every profile in every tracked encoding: {profile: {encoding: {fixed_tax_tokens, instructions_tokens, bytes}}}.
     counts: dict[str, Any]
 
@@ -91,7 +91,7 @@ def _summary(snapshot: Snapshot | None) -> dict[str, Any] | None:
         "overhead_tokens": snapshot.overhead_tokens,
         "instructions_tokens": snapshot.instructions_tokens,
         "bytes": snapshot.bytes,
-        "limits": snapshot.limits,
+        "limits": snapshot.budget_checks,
         "counts": snapshot.counts,
     }
 

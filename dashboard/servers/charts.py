@@ -120,7 +120,7 @@ def _budget_trace(points: list[HistoryPoint], xs: list[Any], axis: str) -> dict[
     limited: list[tuple[int, HistoryPoint, dict[str, Any]]] = [
         (i, p, lim)
         for i, p in enumerate(points)
-        if isinstance(lim := p.limits.get(LIMIT_MEASURE), dict) and lim.get("limit") is not None
+        if isinstance(lim := p.budget_checks.get(LIMIT_MEASURE), dict) and lim.get("limit") is not None
     ]
     if not limited:
         return None

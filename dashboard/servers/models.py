@@ -274,8 +274,8 @@ class Snapshot(models.Model):
         blank=True,
         help_text="[{stage, error}]: analyses (findings, budgets, alerts) that failed after the counts were stored",
     )
-    # Filled by threshold evaluation: {measure: {"limit": x, "level": "warning", "value": v, "breached": b}}.
-    limits = models.JSONField(default=dict, blank=True)
+    # Filled by budget evaluation: {measure: {"limit": x, "level": "warning", "value": v, "breached": b}}.
+    budget_checks = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-first_seen", "-pk"]

@@ -53,4 +53,4 @@ def regression_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "query": urlencode({k: v for k, v in filters.items() if v}),
         "filtered": bool(server or stack or direction != "any"),
     }
-    return render_page(request, "servers/regressions.html", ctx, fragment="regressions-region")
+    return render_page(request, "servers/regressions.html", ctx, partial="regressions-region")

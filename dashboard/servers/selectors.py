@@ -1,4 +1,4 @@
-"""Query helpers for the schema-tax pages: each page's data in a fixed number of SQL queries.
+"""Query helpers for the fixed-tax pages: each page's data in a fixed number of SQL queries.
 
 Views stay thin; everything here takes already-authorized objects (a team, a server of that team).
 Row counts grow with the data, query counts must not: per-server figures come from annotations
@@ -44,11 +44,11 @@ STATUS_FILTERS = {
 }
 
 
-def budget_status(limits: dict[str, Any] | None) -> str:
+def budget_status(checks: dict[str, Any] | None) -> str:
     """Over budget if any error-level limit is breached, warning if a warning one is, else ok."""
-    if not limits:
+    if not checks:
         return BUDGET_NONE
-    breached = {v.get("level") for v in limits.values() if isinstance(v, dict) and v.get("breached")}
+    breached = {v.get("level") for v in checks.values() if isinstance(v, dict) and v.get("breached")}
     if "error" in breached:
         return BUDGET_OVER
     if "warning" in breached:
@@ -129,7 +129,7 @@ class ServerRow:
 
     @property
     def budget(self) -> str:
-        return budget_status(self.snapshot.limits if self.snapshot else None)
+        return budget_status(self.snapshot.budget_checks if self.snapshot else None)
 
     @property
     def budget_css(self) -> str:
@@ -335,7 +335,7 @@ HISTORY_FIELDS = (
     "tool_count",
     "instructions_tokens",
     "is_release",
-    "limits",
+    "budget_checks",
     "previous_id",
 )
 
@@ -351,7 +351,7 @@ class HistoryPoint:
     tool_count: int
     instructions_tokens: int
     is_release: bool
-    limits: dict[str, Any]
+    budget_checks: dict[str, Any]
     previous_id: int | None
     delta: int | None = None
     findings_count: int | None = None
@@ -365,8 +365,8 @@ def snapshot_history(server: McpServer) -> list[HistoryPoint]:
     """All of a server's snapshots, oldest first, with the fields pages need (one query)."""
     rows = Snapshot.objects.filter(server=server).order_by("first_seen", "pk").values_list(*HISTORY_FIELDS)
     points: list[HistoryPoint] = []
-    for pk, first, last, version, sha, tax, count, instr, release, limits, prev in rows:
-        point = HistoryPoint(pk, first, last, version, sha, tax, count, instr, release, limits or {}, prev)
+    for pk, first, last, version, sha, tax, count, instr, release, checks, prev in rows:
+        point = HistoryPoint(pk, first, last, version, sha, tax, count, instr, release, checks or {}, prev)
         if points:
             point.delta = tax - points[-1].tokens
         points.append(point)

@@ -1,4 +1,4 @@
-"""The schema-tax pages: the team overview, a server's page, its diff, registering servers (stacks: stack_views)."""
+"""The fixed-tax pages: the team overview, a server's page, its diff, registering servers (stacks: stack_views)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
-from dashboard.htmx import (
-    HtmxHttpRequest,
-    fragment_target,
-    render_fragment,
-    render_page,
-    render_with_oob,
-    wants_fragment,
-)
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.servers import charts, loading, regressions, selectors
 from dashboard.servers import diff as diff_mod
 from dashboard.servers.forms import ServerForm
@@ -157,12 +150,12 @@ def overview_columns(team: Team, figures: StackLoading | None) -> list[tuple[str
 def team_overview(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = _overview_context(team, request.GET)
-    if fragment_target(request) is None:
+    if request.htmx.target is None:  # the whole page (a region swap names its target)
         ctx["worker"] = WorkerHeartbeat.status()
         ctx["biggest"] = regressions.biggest_this_week(team)
     # The refresh poll stops once nothing is in flight; a filter or sort change never polls.
     stop = not ctx["in_flight"] and request.GET.get("refresh") == "1"
-    return render_page(request, "servers/overview.html", ctx, fragment="servers-region", stop_polling=stop)
+    return render_page(request, "servers/overview.html", ctx, partial="servers-region", stop_polling=stop)
 
 
 def _overview_query(sort: str, status: str, window: int, team: Team, encoding: str = "") -> str:
@@ -182,13 +175,11 @@ SERVER_REGIONS = ("chart-region", "tools-region", "snapshots-region", "polls-reg
 @login_required
 def server_detail(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpResponse:
     team, server = _get_server_for_user(request, team_slug, code)
-    target = fragment_target(request)
-    if target not in SERVER_REGIONS:
-        target = None
+    target = request.htmx.target if request.htmx.target in SERVER_REGIONS else None
     ctx = _detail_context(request, team, server, target)
     if target is None:
         ctx.update(_status_ctx(request, server, None, request.GET))
-    return render_page(request, "servers/server_detail.html", ctx, fragment=target)
+    return render_page(request, "servers/server_detail.html", ctx, partial=target)
 
 
 def _detail_context(
@@ -329,8 +320,8 @@ def _poll_landed(
     """The header and, out of band, the whole page body: one poll changes the snapshot card, the
     chart, the findings, the tools, the history; none may keep showing the old snapshot."""
     ctx = {**_detail_context(request, team, server, None), **status}
-    response = render_with_oob(
-        request, "servers/server_detail.html", ctx, "status-region", ("server-body",), stop_polling=True
+    response = render_page(
+        request, "servers/server_detail.html#status-region", ctx, oob=("server-body",), stop_polling=True
     )
     # The alert banner (its own endpoint) listens for this.
     trigger_client_event(response, "pollFinished", {"server": str(server.code)})
@@ -351,7 +342,7 @@ def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     done = not ctx["in_flight"]
     if done and pending:
         return _poll_landed(request, team, server, ctx)
-    return render_fragment(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
+    return render_page(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
 
 
 @login_required
@@ -382,16 +373,14 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
             "again in a minute; scheduled polls resume when it answers again.",
         )
     pending = pending_token(server, requested) if sent else ""
-    if not wants_fragment(request):
+    if not request.htmx:
         if sent:
             messages.success(request, f"Poll of {server.name} requested.")
         return redirect("server_detail", team_slug=team.slug, code=server.code)
     if request.GET.get("from") == "overview":
         params = request.GET.copy()
         params["pending"] = pending
-        return render_fragment(
-            request, "servers/overview.html#servers-region", _overview_context(team, params)
-        )
+        return render_page(request, "servers/overview.html#servers-region", _overview_context(team, params))
     server.refresh_from_db()
     ctx = {
         "team": team,
@@ -401,7 +390,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
     }
     if not ctx["in_flight"] and sent:
         return _poll_landed(request, team, server, ctx)  # an eager or very fast worker: done already
-    return render_fragment(request, "servers/server_detail.html#status-region", ctx)
+    return render_page(request, "servers/server_detail.html#status-region", ctx)
 
 
 @login_required

@@ -27,4 +27,4 @@ def team_health(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "window_hours": int(health.WINDOW.total_seconds() // 3600),
     }
     status = 503 if report.status == health.DOWN else 200
-    return render_page(request, "system/health.html", ctx, fragment="health-region", status=status)
+    return render_page(request, "system/health.html", ctx, partial="health-region", status=status)

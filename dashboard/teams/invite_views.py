@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.teams import invites
 from dashboard.teams.access import Action, get_team_for_user, require_membership_change
 from dashboard.teams.forms import InviteForm, SignupForm
@@ -55,9 +55,9 @@ def invite_revoke(request: HtmxHttpRequest, team_slug: str, invite_id: int) -> H
     require_membership_change(request, team, invite.role)
     assert isinstance(request.user, User)
     revoked = invites.revoke_invite(invite, request.user)
-    if wants_fragment(request):
+    if request.htmx:
         ctx = {"team": team, "i": invite}
-        return render_fragment(request, "teams/members.html#invite-row", ctx)
+        return render_page(request, "teams/members.html#invite-row", ctx)
     if revoked:
         messages.success(request, f"Invite {invite.display} revoked: its link no longer works.")
     else:

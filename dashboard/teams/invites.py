@@ -68,14 +68,14 @@ def send_invite(invite: Invite, token: str) -> str:
     inviter = invite.created_by.username if invite.created_by else "A team admin"
     team = invite.team
     body = (
-        f"{inviter} invites you to join the team {team.name} on MCP tool tax as "
+        f"{inviter} invites you to join the team {team.name} on mcp-tax as "
         f"{invite.get_role_display().lower()}.\n\n"
         f"Accept the invite (you can create an account there if you have none):\n{invite_url(token)}\n\n"
         f"The link works once and expires on {invite.expires_at:%Y-%m-%d %H:%M} UTC.\n"
         "If you did not expect this invite, ignore this message.\n"
     )
     message = EmailMessage(
-        subject=one_line(f"{inviter} invites you to {team.name} on MCP tool tax")[:200],
+        subject=one_line(f"{inviter} invites you to {team.name} on mcp-tax")[:200],
         body=body,
         from_email=settings.DEFAULT_FROM_EMAIL,
         to=[invite.email],

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.teams import selectors, services
 from dashboard.teams.access import Action, allowed, get_team_for_user, require_membership_change
 from dashboard.teams.forms import InviteForm, RoleForm, TeamForm, role_choices
@@ -93,7 +93,7 @@ def member_role(request: HtmxHttpRequest, team_slug: str, membership_id: int) ->
 
 def _after(request: HtmxHttpRequest, team: Team, m: Membership, text: str, *, ok: bool) -> HttpResponse:
     """Answer a role change: the member's row for htmx (with the outcome in it), else the page."""
-    if wants_fragment(request):
+    if request.htmx:
         if ok and m.user_id == request.user.pk:
             # The user changed their own role: what the page may offer them changed with it.
             messages.success(request, text)
@@ -101,7 +101,7 @@ def _after(request: HtmxHttpRequest, team: Team, m: Membership, text: str, *, ok
         may_owners = allowed(request, team, Action.MANAGE_OWNERS)
         row = _row(request, m, may_members=True, may_owners=may_owners)
         ctx = {"team": team, "row": row, "roles": role_choices(with_owner=may_owners), "note": text, "ok": ok}
-        return render_fragment(request, "teams/members.html#member-row", ctx)
+        return render_page(request, "teams/members.html#member-row", ctx)
     (messages.success if ok else messages.error)(request, text)
     return redirect("team_members", team_slug=team.slug)
 

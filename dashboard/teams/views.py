@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
-from dashboard.htmx import HtmxHttpRequest, render_fragment, wants_fragment
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.teams import selectors
 from dashboard.teams.access import Action, default_team_for_user, get_team_for_user
 from dashboard.teams.forms import ApiTokenForm, CountingForm
@@ -74,6 +74,6 @@ def revoke_api_token(request: HtmxHttpRequest, team_slug: str, token_id: int) ->
     team = get_team_for_user(request, team_slug, Action.MANAGE_TOKENS)
     token = get_object_or_404(team.api_tokens, pk=token_id)
     token.revoke()
-    if wants_fragment(request):
-        return render_fragment(request, "teams/settings.html#token-row", {"team": team, "t": token})
+    if request.htmx:
+        return render_page(request, "teams/settings.html#token-row", {"team": team, "t": token})
     return redirect("team_settings", team_slug=team.slug)

@@ -21,7 +21,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
-from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.system import broker
 from dashboard.teams.access import Action, allowed, get_team_for_user, require
 from dashboard.teams.models import Team
@@ -79,7 +79,7 @@ def ingest_home(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     team = get_team_for_user(request, team_slug)
     ctx = _home_context(request, team, UploadForm())
     return render_page(
-        request, "capture/home.html", ctx, fragment="jobs-region", stop_polling=not ctx["polling"]
+        request, "capture/home.html", ctx, partial="jobs-region", stop_polling=not ctx["polling"]
     )
 
 
@@ -189,7 +189,7 @@ def job_detail(request: HtmxHttpRequest, team_slug: str, code: uuid.UUID) -> Htt
         "quarantined_lines": selectors.job_quarantined_lines(job),
         "watched": selectors.watched_file_of(job),
     }
-    return render_page(request, "capture/job.html", ctx, fragment="results-region")
+    return render_page(request, "capture/job.html", ctx, partial="results-region")
 
 
 @login_required
@@ -198,7 +198,7 @@ def job_progress(request: HtmxHttpRequest, team_slug: str, code: uuid.UUID) -> H
     job = _get_job_for_user(request, team_slug, code)
     ctx = _progress_context(job)
     finished = not ctx["polling"]
-    response = render_fragment(request, "capture/job.html#progress-region", ctx, stop_polling=finished)
+    response = render_page(request, "capture/job.html#progress-region", ctx, stop_polling=finished)
     if finished:
         # The calls and quarantined lines below were rendered before the job ran: they reload on this.
         response = trigger_client_event(response, "ingestJobFinished", {"job": str(job.code)})
@@ -237,7 +237,7 @@ def quarantine(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "can_delete": allowed(request, team, Action.DELETE_QUARANTINE),
         "retention_days": settings.QUARANTINE_RETENTION_DAYS,
     }
-    return render_page(request, "capture/quarantine.html", ctx, fragment="lines-region")
+    return render_page(request, "capture/quarantine.html", ctx, partial="lines-region")
 
 
 @login_required
@@ -318,7 +318,7 @@ def watched_folders(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "off_message": watch.OFF_MESSAGE,
     }
     status = 400 if form is not None and form.errors else 200
-    return render_page(request, "capture/watch.html", ctx, fragment="folders-region", status=status)
+    return render_page(request, "capture/watch.html", ctx, partial="folders-region", status=status)
 
 
 @login_required

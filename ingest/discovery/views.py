@@ -17,7 +17,7 @@ from django.http import HttpResponse
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
-from dashboard.htmx import HtmxHttpRequest, render_fragment, render_page
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.servers.models import McpServer
 from dashboard.teams.access import get_team_for_user
 from dashboard.teams.models import Team
@@ -59,7 +59,7 @@ def tool_panel(request: HtmxHttpRequest, team_slug: str, code: UUID, tool: str) 
         "advice": advice,
         "client_name": profiles.qualified_name(server.name, tool),
     }
-    return render_fragment(request, "discovery/_tool_panel.html", ctx)
+    return render_page(request, "discovery/_tool_panel.html", ctx)
 
 
 @login_required
@@ -74,7 +74,7 @@ def server_panel(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRe
         "advice": history_advice(catalog, _since(), profiles.server_part(server.name)),
         "sessions": len(deferring_sessions(team, _since())),
     }
-    return render_fragment(request, "discovery/_server_panel.html", ctx)
+    return render_page(request, "discovery/_server_panel.html", ctx)
 
 
 @login_required
@@ -87,7 +87,7 @@ def agent_panel(request: HtmxHttpRequest, team_slug: str, family: str) -> HttpRe
     page = Paginator(rows.select_related("session"), SESSIONS_PER_PAGE).get_page(request.GET.get("page"))
     costs = session_costs(Catalog(team), page.object_list)
     ctx = {"team": team, "family": family, "page": page, "costs": costs, "totals": _totals(costs)}
-    return render_fragment(request, "discovery/_agent_panel.html", ctx)
+    return render_page(request, "discovery/_agent_panel.html", ctx)
 
 
 def _totals(costs: list[Any]) -> dict[str, int]:

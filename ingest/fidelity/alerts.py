@@ -1,11 +1,11 @@
-"""Fidelity alerts, evaluated after each ingest batch through the alerts' thresholds and channels.
+"""Fidelity alerts, evaluated after each ingest batch through the alerts' budgets and channels.
 
-Three measures (``dashboard.alerts.models.Measure``), each a team rule (``Threshold`` with no
-server and no stack); a damaged-arrivals rule may also be set on a server, whose own rule wins
+Three measures (``dashboard.alerts.models.Measure``), each a team budget (``Budget`` with no
+server and no stack); a damaged-arrivals budget may also be set on a server, whose own budget wins
 for the tools of that server:
 
 - ``agent_exact_rate`` (a minimum, %): an agent's exact copies among its last N judged bulk
-  arguments (N = the threshold's ``window``; unverifiable and capture-truncated ones are not
+  arguments (N = the budget's ``window``; unverifiable and capture-truncated ones are not
   judgements and are skipped). Rule key ``agent:<id>:agent_exact_rate``.
 - ``damaged_arrivals``: truncated or elements_dropped arrivals among a tool's last N bulk
   arguments; a limit of 0 alerts on any. Rule key ``tool:<server label>/<tool>:damaged_arrivals``.
@@ -23,15 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 
-from dashboard.alerts.budgets import check_rule, open_or_update_alert, resolve_alert
-from dashboard.alerts.models import FIDELITY_MEASURES, Measure, Threshold
+from dashboard.alerts.budgets import check_budget, open_or_update_alert, resolve_alert
+from dashboard.alerts.models import FIDELITY_MEASURES, Budget, Measure
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import Team
 from ingest.capture.models import Agent, BulkArgument, ToolCall
 from ingest.fidelity.models import DAMAGED, JUDGED
 from ingest.fidelity.rollups import call_day
 from ingest.fidelity.selectors.totals import cost_by_day
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 
 
 @dataclass
@@ -42,25 +42,25 @@ class Outcome:
     change: str  # opened | escalated | reopened | updated | resolved | ""
 
 
-# {scope: {level: threshold}} of one measure; scope "" = team default, else a server id.
-Rules = dict[str, dict[str, Threshold]]
+# {scope: {level: budget}} of one measure; scope "" = team default, else a server id.
+BudgetsByScope = dict[str, dict[str, Budget]]
 
 
-def _team_rules(team: Team) -> dict[str, Rules]:
-    """``{measure: {scope: {level: threshold}}}``; scope "" = team default, else a server id."""
-    rules: dict[str, dict[str, dict[str, Threshold]]] = {}
-    for threshold in Threshold.objects.filter(
+def _team_budgets(team: Team) -> dict[str, BudgetsByScope]:
+    """``{measure: {scope: {level: budget}}}``; scope "" = team default, else a server id."""
+    budgets: dict[str, dict[str, dict[str, Budget]]] = {}
+    for budget in Budget.objects.filter(
         team=team, enabled=True, measure__in=FIDELITY_MEASURES, stack__isnull=True
     ):
-        scope = str(threshold.server_id or "")
-        rules.setdefault(threshold.measure, {}).setdefault(scope, {})[threshold.level] = threshold
-    return rules
+        scope = str(budget.server_id or "")
+        budgets.setdefault(budget.measure, {}).setdefault(scope, {})[budget.level] = budget
+    return budgets
 
 
-def _levels(rules: dict[str, dict[str, Threshold]], server: McpServer | None) -> dict[str, Threshold]:
-    merged = dict(rules.get("", {}))
+def _levels(budgets: dict[str, dict[str, Budget]], server: McpServer | None) -> dict[str, Budget]:
+    merged = dict(budgets.get("", {}))
     if server is not None:
-        merged.update(rules.get(str(server.pk), {}))
+        merged.update(budgets.get(str(server.pk), {}))
     return merged
 
 
@@ -69,12 +69,12 @@ def _settle(
     rule_key: str,
     measure: str,
     value: float,
-    by_level: dict[str, Threshold],
+    by_level: dict[str, Budget],
     subject: str,
     message: str,
     server: McpServer | None = None,
 ) -> Outcome | None:
-    result = check_rule(measure, value, by_level)
+    result = check_budget(measure, value, by_level)
     if result is None:
         return None
     if result.breached:
@@ -88,7 +88,7 @@ def _settle(
             message.format(limit=result.limit, level=result.level),
             subject,
             server=server,
-            threshold=result.threshold,
+            budget=result.budget,
         )
         return Outcome(rule_key, value, True, change.change)
     resolved = resolve_alert(team, rule_key, value=value)
@@ -106,7 +106,7 @@ def agent_exact_rate(team: Team, agent: Agent, window: int) -> tuple[float | Non
     )
     if not verdicts:
         return None, 0
-    return round(100.0 * verdicts.count(fidelity.EXACT) / len(verdicts), 2), len(verdicts)
+    return round(100.0 * verdicts.count(verdict_rules.EXACT) / len(verdicts), 2), len(verdicts)
 
 
 def damaged_arrivals(team: Team, server_label: str, tool: str, window: int) -> int:
@@ -123,9 +123,9 @@ def damaged_arrivals(team: Team, server_label: str, tool: str, window: int) -> i
 
 
 def evaluate_after_ingest(team: Team, call_ids: Sequence[int]) -> list[Outcome]:
-    """Evaluate the fidelity rules for what this batch touched (see the module docstring)."""
-    rules = _team_rules(team)
-    if not rules or not call_ids:
+    """Evaluate the fidelity budgets against what this batch touched (see the module docstring)."""
+    budgets = _team_budgets(team)
+    if not budgets or not call_ids:
         return []
     calls = list(
         ToolCall.objects.filter(pk__in=list(call_ids), team=team, counts_in_rollups=True).only(
@@ -133,17 +133,17 @@ def evaluate_after_ingest(team: Team, call_ids: Sequence[int]) -> list[Outcome]:
         )
     )
     outcomes: list[Outcome | None] = []
-    if Measure.AGENT_EXACT_RATE in rules:
-        outcomes += _agent_exact_rates(team, rules[Measure.AGENT_EXACT_RATE], calls)
-    if Measure.DAMAGED_ARRIVALS in rules:
-        outcomes += _damaged_arrivals(team, rules[Measure.DAMAGED_ARRIVALS], calls)
-    if Measure.PASTE_COST_PER_DAY in rules:
-        outcomes += _paste_costs(team, rules[Measure.PASTE_COST_PER_DAY], calls)
+    if Measure.AGENT_EXACT_RATE in budgets:
+        outcomes += _agent_exact_rates(team, budgets[Measure.AGENT_EXACT_RATE], calls)
+    if Measure.DAMAGED_ARRIVALS in budgets:
+        outcomes += _damaged_arrivals(team, budgets[Measure.DAMAGED_ARRIVALS], calls)
+    if Measure.PASTE_COST_PER_DAY in budgets:
+        outcomes += _paste_costs(team, budgets[Measure.PASTE_COST_PER_DAY], calls)
     return [outcome for outcome in outcomes if outcome]
 
 
-def _agent_exact_rates(team: Team, rules: Rules, calls: list[ToolCall]) -> list[Outcome | None]:
-    by_level = _levels(rules, None)
+def _agent_exact_rates(team: Team, budgets: BudgetsByScope, calls: list[ToolCall]) -> list[Outcome | None]:
+    by_level = _levels(budgets, None)
     window = max(t.window for t in by_level.values())
     agent_ids = {c.agent_id for c in calls if c.agent_id and c.bulk_count}
     outcomes = []
@@ -161,14 +161,14 @@ def _agent_exact_rates(team: Team, rules: Rules, calls: list[ToolCall]) -> list[
     return outcomes
 
 
-def _damaged_arrivals(team: Team, rules: Rules, calls: list[ToolCall]) -> list[Outcome | None]:
+def _damaged_arrivals(team: Team, budgets: BudgetsByScope, calls: list[ToolCall]) -> list[Outcome | None]:
     tools = {(c.server_label, c.tool) for c in calls if c.bulk_count}
     labels = {label for label, _ in tools}
     servers = {s.name: s for s in McpServer.objects.filter(team=team, name__in=labels)}
     outcomes = []
     for label, tool in sorted(tools):
         server = servers.get(label)
-        by_level = _levels(rules, server)
+        by_level = _levels(budgets, server)
         if not by_level:
             continue
         window = max(t.window for t in by_level.values())
@@ -185,8 +185,8 @@ def _damaged_arrivals(team: Team, rules: Rules, calls: list[ToolCall]) -> list[O
     return outcomes
 
 
-def _paste_costs(team: Team, rules: Rules, calls: list[ToolCall]) -> list[Outcome | None]:
-    by_level = _levels(rules, None)
+def _paste_costs(team: Team, budgets: BudgetsByScope, calls: list[ToolCall]) -> list[Outcome | None]:
+    by_level = _levels(budgets, None)
     days: set[date] = {call_day(c) for c in calls}
     outcomes = []
     for day, cost in sorted(cost_by_day(team, days).items()):

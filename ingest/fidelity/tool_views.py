@@ -17,7 +17,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
-from dashboard.htmx import HtmxHttpRequest, fragment_target, render_page
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.servers import loading
 from dashboard.servers.models import McpServer
 from dashboard.servers.sorting import normalize_sort, sort_columns
@@ -61,8 +61,8 @@ def tool_detail(request: HtmxHttpRequest, team_slug: str, code: UUID, tool: str)
         "call_columns": sort_columns(CALL_COLUMNS, sort, extra),
         "calls_query": urlencode({k: v for k, v in {**extra, "sort": sort}.items() if v is not None}),
     }
-    if fragment_target(request) == "calls-region":
-        return render_page(request, "fidelity/tool.html", ctx, fragment="calls-region")
+    if request.htmx.target == "calls-region":
+        return render_page(request, "fidelity/tool.html", ctx, partial="calls-region")
     history = tool_history(server, tool, team.main_encoding)
     report = tool_report(team, server.name, tool, since=since)
     called_ever = (

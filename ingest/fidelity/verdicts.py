@@ -44,7 +44,7 @@ from ingest.capture.models import BulkArgument, BulkContent, IngestJob, ToolCall
 from ingest.fidelity import rollups
 from ingest.fidelity.models import ReferenceDocument, ReferenceFingerprint, refresh_verdict_counts
 from ingest.fidelity.rollups import Change
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 from mcptax.fingerprints import candidate_keys, fingerprints, rank_candidates
 from mcptax.tokens import canonical
 
@@ -53,7 +53,7 @@ logger = logging.getLogger(__name__)
 REFERENCE_DOCUMENT = "reference_document"
 CALLER_SOURCES = (CALLER, META)
 # Verdicts that say nothing about the agent; left out of exact-match rates.
-UNJUDGED = (fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED)
+UNJUDGED = (verdict_rules.UNVERIFIABLE, verdict_rules.CAPTURE_TRUNCATED)
 # How many rows to load at once when re-judging after a registration.
 CHUNK = 500
 
@@ -311,15 +311,17 @@ def _judge(
     arrived: str | list[Any] | None,
     expected: str | list[Any] | None,
     expected_sha: str | None,
-) -> fidelity.CopyVerdict:
+) -> verdict_rules.CopyVerdict:
     if arg.capture_truncated:
-        return fidelity.CopyVerdict(fidelity.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
+        return verdict_rules.CopyVerdict(verdict_rules.CAPTURE_TRUNCATED, arrived_bytes=arg.bytes)
     if not arg.sha256:
         # A digest without a usable hash: nothing can be compared.
-        return fidelity.CopyVerdict(fidelity.UNVERIFIABLE, arrived_bytes=arg.bytes)
+        return verdict_rules.CopyVerdict(verdict_rules.UNVERIFIABLE, arrived_bytes=arg.bytes)
 
-    def compare(arrived: str | list[Any] | None, expected: str | list[Any] | None) -> fidelity.CopyVerdict:
-        return fidelity.judge_copy(
+    def compare(
+        arrived: str | list[Any] | None, expected: str | list[Any] | None
+    ) -> verdict_rules.CopyVerdict:
+        return verdict_rules.judge_copy(
             arrived,
             expected=expected,
             arrived_sha256=arg.sha256,
@@ -380,7 +382,7 @@ def rejudge_for_contents(team: Team, shas: Iterable[str], exclude_calls: Sequenc
         return []
     arguments = list(
         BulkArgument.objects.filter(Q(expected_sha256__in=shas) | Q(sha256__in=shas), team=team)
-        .filter(verdict=fidelity.MISMATCH)
+        .filter(verdict=verdict_rules.MISMATCH)
         .exclude(call_id__in=list(exclude_calls))
         .select_related("call")
         .order_by("pk")

@@ -22,7 +22,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.views.decorators.http import require_POST
 
-from dashboard.htmx import HtmxHttpRequest, fragment_target, render_fragment, render_page
+from dashboard.htmx import HtmxHttpRequest, render_page
 from dashboard.servers.models import McpServer
 from dashboard.servers.sorting import normalize_sort, sort_columns
 from dashboard.system import broker
@@ -85,7 +85,7 @@ def agents_list(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
         "columns": sort_columns(agent_figures.AGENT_COLUMNS, sort, extra),
         "query": urlencode({k: v for k, v in {"sort": sort, **extra}.items() if v is not None}),
     }
-    return render_page(request, "fidelity/agents.html", ctx, fragment="agents-region")
+    return render_page(request, "fidelity/agents.html", ctx, partial="agents-region")
 
 
 def _calls_query(filters: dict[str, str], days: int) -> str:
@@ -115,9 +115,9 @@ def agent_detail(request: HtmxHttpRequest, team_slug: str, family: str) -> HttpR
         "verdict_choices": [(v, verdict_label(v)) for v in VERDICT_ORDER],
         "calls_page": calls_page(team, report, filters, since, page_number(request.GET.get("page"))),
     }
-    if fragment_target(request) == "calls-region":
+    if request.htmx.target == "calls-region":
         # Filtering or paging the call list: the rest of the page (and its chart) is not redrawn.
-        return render_page(request, "fidelity/agent.html", ctx, fragment="calls-region")
+        return render_page(request, "fidelity/agent.html", ctx, partial="calls-region")
     series = agent_figures.exact_rate_series(team, agent_ids=[a.pk for a in report.agents], since=since)
     ctx.update(
         figure=exact_rate_figure(report.agents, series),
@@ -136,7 +136,7 @@ def overview_panel(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     """The team overview's fidelity panel (the dashboard's overview loads it)."""
     team = get_team_for_user(request, team_slug)
     ctx = {"team": team, "fidelity": agent_figures.overview_panel(team)}
-    return render_fragment(request, "fidelity/_overview_panel.html", ctx)
+    return render_page(request, "fidelity/_overview_panel.html", ctx)
 
 
 # --- one call ------------------------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def server_unused_tools(request: HtmxHttpRequest, team_slug: str, code: UUID) ->
         "unused_tools": tools,
         "unused_tokens": sum(t["tokens"] for t in tools),
     }
-    return render_fragment(request, "fidelity/_unused_tools.html", ctx)
+    return render_page(request, "fidelity/_unused_tools.html", ctx)
 
 
 # --- reference documents -----------------------------------------------------------------------------
@@ -274,7 +274,7 @@ def references(request: HtmxHttpRequest, team_slug: str) -> HttpResponse:
     }
     if request.method == "POST":
         return render_page(request, "fidelity/references.html", ctx, status=400)
-    return render_page(request, "fidelity/references.html", ctx, fragment="documents-region")
+    return render_page(request, "fidelity/references.html", ctx, partial="documents-region")
 
 
 def _get_document_for_user(

@@ -231,25 +231,10 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     except EncodingUnavailable as exc:
         print(f"mcp-tax measure: {exc}", file=sys.stderr)
         return 2
-    stacks: list[measure.StackRow] = []
     untrusted = _trust(args)
     if untrusted is None:
         return 2
-    if args.discover:
-        from mcptax.cli.discover import discover
-
-        found = discover()
-        names = ", ".join(f"{f.client} {f.scope} ({f.path})" for f in found) or "none"
-        print(f"discovered: {names}", file=sys.stderr)
-        for entry in found:
-            trust = measure.TRUSTED if entry.scope == "user" else untrusted
-            stacks += measure.stacks_from_file(
-                entry.path, entry.client, scope=entry.scope, skip_empty=True, trust=trust
-            )
-    for config in args.configs:
-        stacks += measure.stacks_from_file(Path(config), trust=untrusted)
-    if args.stdio or args.url:
-        stacks.append(measure.stack_from_command_line(args.stdio, args.url, "sse" if args.sse else "http"))
+    stacks = _stacks_to_measure(args, untrusted)
     if not stacks:
         if args.discover:
             print("mcp-tax measure: no client config with MCP servers was found here", file=sys.stderr)
@@ -299,6 +284,30 @@ def _history(args: argparse.Namespace, stacks: list[Any]) -> Any:
     rules = HistoryRules(args.keep_eager_percent, args.unused_sessions, args.min_sessions)
     add_history(stacks, sessions, rules, args.encoding)
     return history.report(sessions)
+
+
+def _stacks_to_measure(args: argparse.Namespace, untrusted: Any) -> list[Any]:
+    """The stacks the command line names: discovered client configs (a user-scope one trusted),
+    CONFIG files, and the server of --stdio or --url."""
+    from mcptax.cli import measure
+
+    stacks: list[measure.StackRow] = []
+    if args.discover:
+        from mcptax.cli.discover import discover
+
+        found = discover()
+        names = ", ".join(f"{f.client} {f.scope} ({f.path})" for f in found) or "none"
+        print(f"discovered: {names}", file=sys.stderr)
+        for entry in found:
+            trust = measure.TRUSTED if entry.scope == "user" else untrusted
+            stacks += measure.stacks_from_file(
+                entry.path, entry.client, scope=entry.scope, skip_empty=True, trust=trust
+            )
+    for config in args.configs:
+        stacks += measure.stacks_from_file(Path(config), trust=untrusted)
+    if args.stdio or args.url:
+        stacks.append(measure.stack_from_command_line(args.stdio, args.url, "sse" if args.sse else "http"))
+    return stacks
 
 
 def _trust(args: argparse.Namespace) -> Any:

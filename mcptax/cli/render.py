@@ -150,7 +150,7 @@ def loading_lines(stack: StackRow) -> list[str]:
 
 
 def markdown(stacks: list[StackRow], settings: Settings) -> str:
-    out = [MARKER, "## MCP tool tax", ""]
+    out = [MARKER, "## mcp-tax", ""]
     for stack in stacks:
         out.append(f"### `{_title(stack)}`")
         out.append("")

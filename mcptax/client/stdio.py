@@ -43,6 +43,119 @@ async def _stop_server(process: anyio.abc.Process, stdin_grace: float = STDIN_CL
     await stop_process_group_async(process, term_grace=SIGTERM_GRACE, kill_grace=SIGKILL_GRACE)
 
 
+class _Pumps:
+    """The three tasks between a server's pipes and the session's streams, and what they share:
+    the tail of stderr (a crash report's most useful part) and whether we are stopping the server."""
+
+    def __init__(self, process: anyio.abc.Process, capture: Capture, message_limit: int) -> None:
+        self.process = process
+        self.capture = capture
+        self.message_limit = message_limit
+        self.to_session, self.from_server = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+        self.to_server, self.from_session = anyio.create_memory_object_stream[SessionMessage](16)
+        self.stderr_tail = bytearray()
+        self.stderr_done = anyio.Event()
+        self.shutting_down = False
+
+    def crashed(self, what: str) -> PollError:
+        capture, process = self.capture, self.process
+        if killed_at_shutdown(process.pid):
+            # We killed it: not evidence against the server.
+            return PollError(
+                "internal_error",
+                f"the worker shut down while waiting for {capture.waiting_for()}; the server was stopped",
+            )
+        code = process.returncode
+        status = f"exited with code {code}" if code is not None else "is still running"
+        tail = bytes(self.stderr_tail).decode("utf-8", errors="replace").strip()
+        return PollError(
+            "crashed",
+            f"{what} while waiting for {capture.waiting_for()}; the process {status}"
+            + (f"; stderr ends: {tail[-500:]}" if tail else ""),
+        )
+
+    async def deliver(self, line: bytes) -> bool:
+        """Hand one line to the session; False (a fault set) for a line too long or not JSON-RPC."""
+        capture = self.capture
+        if not line.strip():
+            return True
+        if len(line) > self.message_limit:
+            capture.set_fault(too_large_message(len(line), capture, self.message_limit))
+            return False
+        try:
+            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValueError:
+            capture.set_fault(
+                PollError(
+                    "protocol_error",
+                    f"the server wrote a line that is not a JSON-RPC message while answering "
+                    f"{capture.waiting_for()}: {preview(line)!r}",
+                )
+            )
+            return False
+        await self.to_session.send(SessionMessage(message))
+        return True
+
+    async def stdout(self) -> None:
+        process, capture, limit = self.process, self.capture, self.message_limit
+        assert process.stdout is not None
+        buffer = bytearray()
+        scan_from = 0
+        async with self.to_session:
+            try:
+                async for chunk in process.stdout:
+                    buffer += chunk
+                    while (newline := buffer.find(b"\n", scan_from)) >= 0:
+                        line = bytes(buffer[:newline])
+                        del buffer[: newline + 1]
+                        scan_from = 0
+                        if not await self.deliver(line):
+                            return
+                    scan_from = len(buffer)
+                    if len(buffer) > limit:
+                        # Stop reading now: the rest of this message is never buffered.
+                        capture.set_fault(too_large_message(len(buffer), capture, limit))
+                        return
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+            if self.shutting_down:
+                return
+            await wait_for_exit(process, EXIT_STATUS_WAIT)
+            # Its last words on stderr are the most useful part of a crash report.
+            with anyio.move_on_after(EXIT_STATUS_WAIT):
+                await self.stderr_done.wait()
+            if buffer.strip():
+                what = f"the server stopped in the middle of a message ({len(buffer)} bytes unterminated)"
+            else:
+                what = "the server closed its output"
+            capture.set_fault(self.crashed(what))
+
+    async def stderr(self) -> None:
+        assert self.process.stderr is not None
+        try:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                async for chunk in self.process.stderr:
+                    self.stderr_tail.extend(chunk)
+                    del self.stderr_tail[:-STDERR_TAIL_BYTES]
+        finally:
+            self.stderr_done.set()
+
+    async def stdin(self) -> None:
+        process = self.process
+        assert process.stdin is not None
+        async with self.from_session:
+            async for item in self.from_session:
+                data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                try:
+                    await process.stdin.send(data.encode("utf-8"))
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+                    if not self.shutting_down:
+                        await wait_for_exit(process, EXIT_STATUS_WAIT)
+                        self.capture.set_fault(self.crashed("the server stopped reading"))
+                        await self.to_session.aclose()
+                    return
+
+
 @asynccontextmanager
 async def bounded_stdio(
     target: ServerTarget,
@@ -57,115 +170,16 @@ async def bounded_stdio(
     if process is None:
         # Until it is reaped below, a dying worker kills the group (mcptax.procgroup, config/celery.py).
         process = await start_server(target, get_default_environment() | dict(target.env))
-
-    to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-    to_server, from_session = anyio.create_memory_object_stream[SessionMessage](16)
-    stderr_tail = bytearray()
-    stderr_done = anyio.Event()
-    shutting_down = False
-
-    def crashed(what: str) -> PollError:
-        if killed_at_shutdown(process.pid):
-            # We killed it: not evidence against the server.
-            return PollError(
-                "internal_error",
-                f"the worker shut down while waiting for {capture.waiting_for()}; the server was stopped",
-            )
-        code = process.returncode
-        status = f"exited with code {code}" if code is not None else "is still running"
-        tail = bytes(stderr_tail).decode("utf-8", errors="replace").strip()
-        return PollError(
-            "crashed",
-            f"{what} while waiting for {capture.waiting_for()}; the process {status}"
-            + (f"; stderr ends: {tail[-500:]}" if tail else ""),
-        )
-
-    async def deliver(line: bytes) -> bool:
-        if not line.strip():
-            return True
-        if len(line) > message_limit:
-            capture.set_fault(too_large_message(len(line), capture, message_limit))
-            return False
-        try:
-            message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValueError:
-            capture.set_fault(
-                PollError(
-                    "protocol_error",
-                    f"the server wrote a line that is not a JSON-RPC message while answering "
-                    f"{capture.waiting_for()}: {preview(line)!r}",
-                )
-            )
-            return False
-        await to_session.send(SessionMessage(message))
-        return True
-
-    async def pump_stdout() -> None:
-        assert process.stdout is not None
-        buffer = bytearray()
-        scan_from = 0
-        async with to_session:
-            try:
-                async for chunk in process.stdout:
-                    buffer += chunk
-                    while (newline := buffer.find(b"\n", scan_from)) >= 0:
-                        line = bytes(buffer[:newline])
-                        del buffer[: newline + 1]
-                        scan_from = 0
-                        if not await deliver(line):
-                            return
-                    scan_from = len(buffer)
-                    if len(buffer) > message_limit:
-                        # Stop reading now: the rest of this message is never buffered.
-                        capture.set_fault(too_large_message(len(buffer), capture, message_limit))
-                        return
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-                return
-            if shutting_down:
-                return
-            await wait_for_exit(process, EXIT_STATUS_WAIT)
-            # Its last words on stderr are the most useful part of a crash report.
-            with anyio.move_on_after(EXIT_STATUS_WAIT):
-                await stderr_done.wait()
-            if buffer.strip():
-                what = f"the server stopped in the middle of a message ({len(buffer)} bytes unterminated)"
-            else:
-                what = "the server closed its output"
-            capture.set_fault(crashed(what))
-
-    async def pump_stderr() -> None:
-        assert process.stderr is not None
-        try:
-            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                async for chunk in process.stderr:
-                    stderr_tail.extend(chunk)
-                    del stderr_tail[:-STDERR_TAIL_BYTES]
-        finally:
-            stderr_done.set()
-
-    async def pump_stdin() -> None:
-        assert process.stdin is not None
-        async with from_session:
-            async for item in from_session:
-                data = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
-                try:
-                    await process.stdin.send(data.encode("utf-8"))
-                except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
-                    if not shutting_down:
-                        await wait_for_exit(process, EXIT_STATUS_WAIT)
-                        capture.set_fault(crashed("the server stopped reading"))
-                        await to_session.aclose()
-                    return
-
+    pumps = _Pumps(process, capture, message_limit)
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(pump_stdout)
-            tg.start_soon(pump_stderr)
-            tg.start_soon(pump_stdin)
+            tg.start_soon(pumps.stdout)
+            tg.start_soon(pumps.stderr)
+            tg.start_soon(pumps.stdin)
             try:
-                yield from_server, to_server
+                yield pumps.from_server, pumps.to_server
             finally:
-                shutting_down = True
+                pumps.shutting_down = True
                 # Shielded so that a timeout or a cancelled caller still stops and reaps the server.
                 with anyio.CancelScope(shield=True):
                     await _stop_server(process, stdin_grace)

@@ -124,55 +124,68 @@ def parse(
             "transport": "transcript",
         }
 
-        frames: list[Frame] = []
         if kind == "assistant":
-            turn_id = str_or_none(message.get("id")) or str_or_none(record.get("uuid"))
-            for block in blocks:
-                if block.get("type") != "tool_use":
-                    continue
-                call_id, name = str_or_none(block.get("id")), str_or_none(block.get("name"))
-                if call_id is None or name is None:
-                    continue
-                arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
-                split = split_tool_name(name)
-                method = "tools/call" if split else BUILTIN_TOOL_METHOD
-                server, tool = split if split else ("", name)
-                request = tools_call(call_id, tool, arguments, method)
-                frames.append(
-                    Frame(
-                        kind="request",
-                        message=request,
-                        client_call_id=call_id,
-                        turn_id=turn_id,
-                        server_label=server,
-                        **common,
-                    )
-                )
-            usage = message.get("usage")
-            output = usage.get("output_tokens") if isinstance(usage, dict) else None
-            if isinstance(output, int) and not isinstance(output, bool) and output >= 0:
-                frames.append(Frame(kind="usage", turn_id=turn_id, output_tokens=output, **common))
+            frames = _assistant_frames(message, record, blocks, common)
         else:
-            for block in blocks:
-                if block.get("type") != "tool_result":
-                    continue
-                call_id = str_or_none(block.get("tool_use_id"))
-                if call_id is None:
-                    continue
-                result = {
-                    "content": _result_content(block.get("content")),
-                    "isError": bool(block.get("is_error")),
-                }
-                response = {"jsonrpc": "2.0", "id": call_id, "result": result}
-                frames.append(
-                    Frame(
-                        kind="response", message=response, direction="s2c", client_call_id=call_id, **common
-                    )
-                )
+            frames = _result_frames(blocks, common)
         yield _line_event(line, kind, record, frames, session, queries)
     if state is not None:
         state["last_session"] = last_session
         state["tool_searches"] = queries
+
+
+def _assistant_frames(
+    message: dict[str, Any], record: dict[str, Any], blocks: list[dict[str, Any]], common: dict[str, Any]
+) -> list[Frame]:
+    """An assistant line's tool calls (``tool_use`` blocks) and its output tokens."""
+    frames: list[Frame] = []
+    turn_id = str_or_none(message.get("id")) or str_or_none(record.get("uuid"))
+    for block in blocks:
+        if block.get("type") != "tool_use":
+            continue
+        call_id, name = str_or_none(block.get("id")), str_or_none(block.get("name"))
+        if call_id is None or name is None:
+            continue
+        arguments = block.get("input") if isinstance(block.get("input"), dict) else {}
+        split = split_tool_name(name)
+        method = "tools/call" if split else BUILTIN_TOOL_METHOD
+        server, tool = split if split else ("", name)
+        request = tools_call(call_id, tool, arguments, method)
+        frames.append(
+            Frame(
+                kind="request",
+                message=request,
+                client_call_id=call_id,
+                turn_id=turn_id,
+                server_label=server,
+                **common,
+            )
+        )
+    usage = message.get("usage")
+    output = usage.get("output_tokens") if isinstance(usage, dict) else None
+    if isinstance(output, int) and not isinstance(output, bool) and output >= 0:
+        frames.append(Frame(kind="usage", turn_id=turn_id, output_tokens=output, **common))
+    return frames
+
+
+def _result_frames(blocks: list[dict[str, Any]], common: dict[str, Any]) -> list[Frame]:
+    """A user line's tool results (``tool_result`` blocks), as responses."""
+    frames: list[Frame] = []
+    for block in blocks:
+        if block.get("type") != "tool_result":
+            continue
+        call_id = str_or_none(block.get("tool_use_id"))
+        if call_id is None:
+            continue
+        result = {
+            "content": _result_content(block.get("content")),
+            "isError": bool(block.get("is_error")),
+        }
+        response = {"jsonrpc": "2.0", "id": call_id, "result": result}
+        frames.append(
+            Frame(kind="response", message=response, direction="s2c", client_call_id=call_id, **common)
+        )
+    return frames
 
 
 def _line_event(

@@ -266,63 +266,10 @@ def parse(
         if kind == "event_msg":
             yield _event(line, payload, session, ts, agent, formed, formed_by_end)
             continue
-        if kind != "response_item":
-            yield ignore(line, "meta")
-            continue
-
-        item_type = payload.get("type") if isinstance(payload.get("type"), str) else None
-        call_id = str_or_none(payload.get("call_id"))
-        is_call = item_type == "function_call" or item_type in _BUILTIN_CALL_TYPES
-        if not (is_call or item_type in _OUTPUT_TYPES):
-            yield ignore(line, "not_a_tool_call")
-            continue
-        if call_id is None:
-            yield quarantine(line, "missing_field:call_id")
-            continue
-        if session is None:
-            yield quarantine(line, "missing_field:session_id")
-            continue
-        common: dict[str, Any] = {"session_key": session, "ts": ts, "agent": agent, "transport": "transcript"}
-        if item_type in _OUTPUT_TYPES:
-            response = {"jsonrpc": "2.0", "id": call_id, "result": call_result(payload.get("output"))}
-            yield frames_event(
-                line,
-                [Frame(kind="response", message=response, direction="s2c", client_call_id=call_id, **common)],
-            )
-            continue
-        if call_id in formed_by_end:
-            yield ignore(line, "recorded_by_mcp_tool_call_end")
-            continue
-        formed.add(call_id)
-
-        name = str_or_none(payload.get("name")) or str(item_type)
-        raw_arguments: str | None = None
-        if item_type == "function_call":
-            raw = payload.get("arguments")
-            if isinstance(raw, str):
-                arguments, problem = load_json(raw)
-                raw_arguments = raw
-            else:
-                arguments, problem = raw, None
-            if problem is not None or not isinstance(arguments, dict):
-                yield quarantine(line, "invalid_arguments_json")
-                continue
-        elif item_type == "custom_tool_call":
-            arguments = {"input": payload.get("input")}
+        if kind == "response_item":
+            yield _response_item(line, payload, session, ts, agent, formed, formed_by_end)
         else:
-            arguments = {"action": payload.get("action")}
-        split = _mcp_name(payload, name) if item_type == "function_call" else None
-        server, tool = split if split else ("", name)
-        request = tools_call(call_id, tool, arguments, "tools/call" if split else BUILTIN_TOOL_METHOD)
-        frame = Frame(
-            kind="request",
-            message=request,
-            server_label=server,
-            client_call_id=call_id,
-            arguments_raw=raw_arguments if raw_arguments is not None else canonical(arguments),
-            **common,
-        )
-        yield frames_event(line, [frame])
+            yield ignore(line, "meta")
     if state is not None:
         state.update(
             session=session,
@@ -331,6 +278,73 @@ def parse(
             formed=sorted(formed),
             formed_by_end=sorted(formed_by_end),
         )
+
+
+def _response_item(
+    line: RawLine,
+    payload: dict[str, Any],
+    session: str | None,
+    ts: str | None,
+    agent: AgentInfo,
+    formed: set[str],
+    formed_by_end: set[str],
+) -> LineEvent:
+    """A ``response_item`` line: a call (MCP, built-in or custom tool) or a call's output."""
+    item_type = payload.get("type") if isinstance(payload.get("type"), str) else None
+    call_id = str_or_none(payload.get("call_id"))
+    is_call = item_type == "function_call" or item_type in _BUILTIN_CALL_TYPES
+    if not (is_call or item_type in _OUTPUT_TYPES):
+        return ignore(line, "not_a_tool_call")
+    if call_id is None:
+        return quarantine(line, "missing_field:call_id")
+    if session is None:
+        return quarantine(line, "missing_field:session_id")
+    common: dict[str, Any] = {"session_key": session, "ts": ts, "agent": agent, "transport": "transcript"}
+    if item_type in _OUTPUT_TYPES:
+        response = {"jsonrpc": "2.0", "id": call_id, "result": call_result(payload.get("output"))}
+        return frames_event(
+            line,
+            [Frame(kind="response", message=response, direction="s2c", client_call_id=call_id, **common)],
+        )
+    if call_id in formed_by_end:
+        return ignore(line, "recorded_by_mcp_tool_call_end")
+    formed.add(call_id)
+
+    name = str_or_none(payload.get("name")) or str(item_type)
+    read = _call_arguments(item_type, payload)
+    if read is None:
+        return quarantine(line, "invalid_arguments_json")
+    arguments, raw_arguments = read
+    split = _mcp_name(payload, name) if item_type == "function_call" else None
+    server, tool = split if split else ("", name)
+    request = tools_call(call_id, tool, arguments, "tools/call" if split else BUILTIN_TOOL_METHOD)
+    frame = Frame(
+        kind="request",
+        message=request,
+        server_label=server,
+        client_call_id=call_id,
+        arguments_raw=raw_arguments if raw_arguments is not None else canonical(arguments),
+        **common,
+    )
+    return frames_event(line, [frame])
+
+
+def _call_arguments(
+    item_type: str | None, payload: dict[str, Any]
+) -> tuple[dict[str, Any], str | None] | None:
+    """(a call's arguments, the JSON text they were read from if any); None when a function call's
+    arguments are not a JSON object."""
+    if item_type == "function_call":
+        raw = payload.get("arguments")
+        if isinstance(raw, str):
+            arguments, problem = load_json(raw)
+            if problem is not None or not isinstance(arguments, dict):
+                return None
+            return arguments, raw
+        return (raw, None) if isinstance(raw, dict) else None
+    if item_type == "custom_tool_call":
+        return {"input": payload.get("input")}, None
+    return {"action": payload.get("action")}, None
 
 
 def _event(

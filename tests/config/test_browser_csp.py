@@ -79,7 +79,7 @@ def test_every_main_page_runs_under_the_policy_without_violations(
         reverse("server_detail", args=[slug, evil.code]),
         reverse("snapshot_diff", args=[slug, sprawl.code]),
         reverse("alert_list", args=[slug]),
-        reverse("thresholds", args=[slug]),
+        reverse("budgets", args=[slug]),
         reverse("channels", args=[slug]),
         reverse("channel_detail", args=[slug, channel.code]),
         reverse("ingest_home", args=[slug]),

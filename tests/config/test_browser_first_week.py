@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.alerts.budgets import open_or_update_alert, resolve_alert
-from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.models import Budget, Level, Measure
 from tests.browser import browser_login
 from tests.dashboard.factories import http_server, record, tool
 
@@ -128,12 +128,12 @@ def test_banner_ranks_budget_breaches_first_and_resolved_alerts_say_so(alice_cli
 
 @pytest.mark.django_db
 def test_the_budgets_footer_describes_only_defaults_the_team_has(alice_client, team):
-    url = reverse("thresholds", args=[team.slug])
-    Threshold.objects.filter(team=team).delete()
-    Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=5000)
+    url = reverse("budgets", args=[team.slug])
+    Budget.objects.filter(team=team).delete()
+    Budget.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=5000)
     page = alice_client.get(url).content.decode()
     assert 'id="defaults-note"' not in page and "warns above 10%" not in page
-    Threshold.objects.create(
+    Budget.objects.create(
         team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.ERROR, limit=40, is_default=True
     )
     page = alice_client.get(url).content.decode()

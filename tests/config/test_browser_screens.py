@@ -65,7 +65,7 @@ def _pages(team: Team) -> list[str]:
         reverse("stacks", args=[slug]),
         reverse("regressions", args=[slug]) + "?period=all",
         reverse("alert_list", args=[slug]) + "?state=all",
-        reverse("thresholds", args=[slug]),
+        reverse("budgets", args=[slug]),
         reverse("channels", args=[slug]),
         reverse("fidelity_agents", args=[slug]),
         reverse("fidelity_agent", args=[slug, family]),

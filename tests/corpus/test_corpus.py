@@ -10,7 +10,7 @@ import json
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.models import Budget, Level, Measure
 from dashboard.servers.models import McpServer, Snapshot, Transport
 from dashboard.servers.polling import record_snapshot
 from dashboard.teams.models import ApiToken
@@ -100,7 +100,7 @@ def test_snapshot_page_gate_and_diff(capture, team, alice_client, client):
 
     # The gate on the modified copy, against a budget set at the capture's own tax.
     candidate, removed, grown = modified_copy(tools)
-    Threshold.objects.create(
+    Budget.objects.create(
         team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=oracle_tax(tools)
     )
     _, token = ApiToken.issue(team, "ci")

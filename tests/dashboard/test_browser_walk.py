@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from dashboard.alerts.models import Alert, AlertState, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Measure
 from dashboard.demo import ensure_example_servers
 from dashboard.servers.models import Snapshot
 from dashboard.tasks import poll as poll_server
@@ -26,7 +26,7 @@ def test_new_team_to_a_regression_resolved_by_hand(browser_page, live_server, al
     alice.set_password("pw-for-browser-123")
     alice.save()
     team = create_team("Walkers", alice)  # commits: the defaults arrive with team_created
-    assert Threshold.objects.filter(team=team, is_default=True).count() == 3
+    assert Budget.objects.filter(team=team, is_default=True).count() == 3
     sprawl = next(s for s in ensure_example_servers(team, owner=alice) if s.name == "files-sprawl")
     set_grown(sprawl, False)
     assert poll_server(sprawl.pk, trigger="test").outcome == "ok"  # 1.4.0, the baseline
@@ -34,11 +34,11 @@ def test_new_team_to_a_regression_resolved_by_hand(browser_page, live_server, al
 
     page = browser_page
     browser_login(page, live_server, "alice", "pw-for-browser-123")
-    page.goto(live_server.url + reverse("thresholds", args=[team.slug]))
-    error_rule = Threshold.objects.get(team=team, measure=Measure.RELEASE_GROWTH_PCT, level="error")
-    rule_row = page.locator(f"#rule-{error_rule.pk}")
-    assert "Growth per release (%) default" in rule_row.inner_text()
-    assert rule_row.locator("input[name=limit]").input_value() == "25"
+    page.goto(live_server.url + reverse("budgets", args=[team.slug]))
+    error_budget = Budget.objects.get(team=team, measure=Measure.RELEASE_GROWTH_PCT, level="error")
+    budget_row = page.locator(f"#budget-{error_budget.pk}")
+    assert "Growth per release (%) default" in budget_row.inner_text()
+    assert budget_row.locator("input[name=limit]").input_value() == "25"
     assert page.locator("table.data .badge:text-is('default')").count() == 3
 
     page.goto(live_server.url + reverse("server_detail", args=[team.slug, sprawl.code]))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 from mcptax.verdict_rules import CopyVerdict, judge_copy, verdict_counts_order
 from tests.helpers import compact, utf8_len
 from tests.helpers import sha as sha_of
@@ -195,12 +195,12 @@ def test_precedence(arrived, expected, verdict, held):
        st.lists(st.sampled_from(["a", "b", " ", "\n", "\r\n", "\r"]), max_size=8).map("".join))  # fmt: skip
 def test_property_first_relation_in_precedence_wins(a, e):
     held = relations_that_hold(a, e)
-    expected_verdict = next(v for v in fidelity.PRECEDENCE if v in held)
+    expected_verdict = next(v for v in verdict_rules.PRECEDENCE if v in held)
     assert judge_content(a, e).verdict == expected_verdict
 
 
 def test_precedence_order_and_counts_order():
-    assert fidelity.PRECEDENCE == (
+    assert verdict_rules.PRECEDENCE == (
         "exact",
         "newline_only",
         "line_endings",
@@ -211,16 +211,16 @@ def test_precedence_order_and_counts_order():
         "mismatch",
     )
     order = verdict_counts_order()
-    assert order[: len(fidelity.PRECEDENCE)] == fidelity.PRECEDENCE
+    assert order[: len(verdict_rules.PRECEDENCE)] == verdict_rules.PRECEDENCE
     assert set(order) == {
-        *fidelity.PRECEDENCE,
+        *verdict_rules.PRECEDENCE,
         "unverifiable",
         "capture_truncated",
         "by_reference",
         "no_content",
     }
     assert len(order) == len(set(order))
-    assert {fidelity.severity(v) for v in order} == {"ok", "cosmetic", "damaged", "unknown"}
+    assert {verdict_rules.severity(v) for v in order} == {"ok", "cosmetic", "damaged", "unknown"}
 
 
 def test_capture_truncated_wins_over_everything():
@@ -439,7 +439,7 @@ def test_property_strict_prefix_is_truncated(x, data):
 @given(line_texts, line_texts)
 def test_property_verdict_is_consistent(a, b):
     result = judge_content(a, b)
-    assert result.verdict in fidelity.PRECEDENCE
+    assert result.verdict in verdict_rules.PRECEDENCE
     assert (result.verdict == "exact") == (a == b)
     if a != b:
         offset = result.first_diff_offset

@@ -124,7 +124,7 @@ def alert_payload(alert: Alert, kind: str) -> dict[str, Any]:
 def render(payload: dict[str, Any]) -> Message:
     alert = payload.get("alert")
     if not alert:
-        subject = one_line(f"[MCP tool tax] Test notification for {payload['team']['name']}")
+        subject = one_line(f"[mcp-tax] Test notification for {payload['team']['name']}")
         return Message(payload, subject, subject + "\n\nThis channel is set up correctly.\n")
     verb = {
         EventKind.OPENED: "over budget",
@@ -135,7 +135,7 @@ def render(payload: dict[str, Any]) -> Message:
     # One line whatever the names hold: rows stored before names were validated may have a CR/LF,
     # which would make the mail library refuse the whole message (a header cannot span lines).
     subject = one_line(
-        f"[MCP tool tax] {alert['level'].upper()} {alert['subject']}: {alert['measure_label']} {verb}"
+        f"[mcp-tax] {alert['level'].upper()} {alert['subject']}: {alert['measure_label']} {verb}"
     )
     lines = [
         alert["message"],

@@ -18,7 +18,7 @@ from mcptax.outbound import OutboundRefused, PinnedTransport
 
 log = logging.getLogger(__name__)
 
-USER_AGENT = "mcp-tool-tax-notify/1"
+USER_AGENT = "mcp-tax-notify/1"
 LOGGED_BODY_CHARS = 300
 
 

@@ -28,7 +28,7 @@ from ingest.fidelity.selectors.common import (
     schema_accepting_tools,
     since_for,
 )
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 
 # -- agents list ---------------------------------------------------------------------------------------
 
@@ -177,7 +177,7 @@ def family_report(team: Team, family: str, *, since: date | None) -> FamilyRepor
         by_tool=by_tool,
         by_size=by_size,
         accepting=[(s, t, tally) for s, t, tally in by_tool if (s, t) in accepting],
-        verdicts_seen=shown or [fidelity.EXACT],
+        verdicts_seen=shown or [verdict_rules.EXACT],
     )
 
 
@@ -196,7 +196,7 @@ def exact_rate_series(
     series: dict[int | None, list[DayRate]] = defaultdict(list)
     for row in (
         rows.values("agent_id", "day")
-        .annotate(judged=Sum("arguments"), exact=Sum("arguments", filter=Q(verdict=fidelity.EXACT)))
+        .annotate(judged=Sum("arguments"), exact=Sum("arguments", filter=Q(verdict=verdict_rules.EXACT)))
         .order_by("agent_id", "day")
     ):
         series[row["agent_id"]].append((row["day"], row["exact"] or 0, row["judged"] or 0))

@@ -22,8 +22,7 @@ from ingest.fidelity.selectors.common import (
     verdict_css,
     verdict_label,
 )
-from mcptax import textdiff
-from mcptax import verdict_rules as fidelity
+from mcptax import textdiff, verdict_rules
 from mcptax.formats.records import utf8
 
 CALLS_PER_PAGE = 25
@@ -266,8 +265,8 @@ def _expected_texts(team: Team, arguments: list[BulkArgument]) -> dict[str, str]
 
 def _recover_expected(arrived: str, expected_sha256: str) -> str | None:
     """The expected text when a cheap hypothesis on the arrived one reproduces its hash."""
-    for _name, candidate in fidelity.text_hypotheses(arrived, from_arrived=True):
-        if fidelity.content_sha256(candidate) == expected_sha256:
+    for _name, candidate in verdict_rules.text_hypotheses(arrived, from_arrived=True):
+        if verdict_rules.content_sha256(candidate) == expected_sha256:
             return candidate
     return None
 
@@ -275,7 +274,12 @@ def _recover_expected(arrived: str, expected_sha256: str) -> str | None:
 def _diff_for(argument: BulkArgument, expected_texts: dict[str, str]) -> dict[str, Any] | None:
     """diff_context around the first difference, or None when there is nothing to show."""
     evidence = argument.evidence or {}
-    if argument.verdict in ("", fidelity.EXACT, fidelity.UNVERIFIABLE, fidelity.CAPTURE_TRUNCATED):
+    if argument.verdict in (
+        "",
+        verdict_rules.EXACT,
+        verdict_rules.UNVERIFIABLE,
+        verdict_rules.CAPTURE_TRUNCATED,
+    ):
         return None
     arrived = argument.content.text if argument.content_id and argument.content else None
     if arrived is None:

@@ -23,7 +23,7 @@ from dashboard.servers.models import McpServer, ToolsDocument
 from dashboard.teams.models import Team
 from ingest.fidelity.models import BY_REFERENCE, JUDGED, NO_BULK, NO_CONTENT, FidelityDaily, SizeBucket
 from ingest.fidelity.rollups import COUNTS
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 from mcptax.bulk import CONTENT_KEYS, REFERENCE_KEYS
 
 # Period choices of the pages, in days (0 = everything kept).
@@ -31,7 +31,7 @@ PERIODS = (7, 30, 90, 365, 0)
 DEFAULT_PERIOD = 30
 PENDING = "pending"
 # Display order of verdict columns: precedence, the unjudged ones, then the non-paste rows.
-VERDICT_ORDER: tuple[str, ...] = (*fidelity.verdict_counts_order(), PENDING, NO_BULK)
+VERDICT_ORDER: tuple[str, ...] = (*verdict_rules.verdict_counts_order(), PENDING, NO_BULK)
 # Verdicts that count calls, not bulk arguments.
 CALL_VERDICTS = (BY_REFERENCE, NO_BULK, NO_CONTENT)
 PASTE_VERDICTS = tuple(v for v in VERDICT_ORDER if v not in CALL_VERDICTS)
@@ -39,9 +39,9 @@ VERDICT_LABELS = {
     **{v: v.replace("_", " ") for v in VERDICT_ORDER},
     BY_REFERENCE: "by reference",
     NO_BULK: "no bulk argument",
-    NO_CONTENT: fidelity.VERDICT_LABELS[NO_CONTENT],
+    NO_CONTENT: verdict_rules.VERDICT_LABELS[NO_CONTENT],
 }
-SEVERITY = {**fidelity.SEVERITY, PENDING: "unknown", NO_BULK: "unknown"}
+SEVERITY = {**verdict_rules.SEVERITY, PENDING: "unknown", NO_BULK: "unknown"}
 # Badge classes of app.css for each severity.
 SEVERITY_CSS = {"ok": "ok", "cosmetic": "warning", "damaged": "error", "unknown": "muted"}
 
@@ -129,9 +129,14 @@ class Tally:
             self.by_verdict[verdict] += arguments
         if verdict in JUDGED:
             self.judged += arguments
-        if verdict == fidelity.EXACT:
+        if verdict == verdict_rules.EXACT:
             self.exact += arguments
-        if verdict in (fidelity.TRUNCATED, fidelity.ELEMENTS_DROPPED, fidelity.MUTATED, fidelity.MISMATCH):
+        if verdict in (
+            verdict_rules.TRUNCATED,
+            verdict_rules.ELEMENTS_DROPPED,
+            verdict_rules.MUTATED,
+            verdict_rules.MISMATCH,
+        ):
             self.damaged += arguments
         if accepts_both:
             self.accepting_calls += calls

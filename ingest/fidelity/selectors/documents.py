@@ -14,7 +14,7 @@ from ingest.capture.models import Agent, BulkArgument
 from ingest.fidelity.costs import PriceBook
 from ingest.fidelity.models import ModelPrice, ReferenceDocument
 from ingest.fidelity.selectors.common import PENDING, VERDICT_ORDER
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 
 DOCUMENTS_PER_PAGE = 25
 
@@ -31,7 +31,7 @@ class DocumentRow:
 
     @property
     def exact_pastes(self) -> int:
-        return self.counts.get(fidelity.EXACT, 0)
+        return self.counts.get(verdict_rules.EXACT, 0)
 
     @property
     def verdicts(self) -> list[tuple[str, int]]:

@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.alerts.budgets import evaluate_server
-from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Level, Measure
 from dashboard.alerts.notify.delivery import alert_payload, render
 from dashboard.alerts.notify.models import EventKind, NotificationEvent
 from dashboard.origin import DEFAULT_SITE_URL
@@ -24,7 +24,7 @@ BIG = [tool("read", "Read a file. " + "Every line of it, in order, as text. " * 
 def _breach(team, name="files", limit=None):
     """A server whose snapshot is over a fixed-tax warning, judged as a poll judges it."""
     limit = limit if limit is not None else (independent_tax(SMALL) + independent_tax(BIG)) // 2
-    Threshold.objects.get_or_create(
+    Budget.objects.get_or_create(
         team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, defaults={"limit": limit}
     )
     server = http_server(team, name)
@@ -197,9 +197,9 @@ def test_notification_links_use_site_url_else_the_request_else_the_default(alice
     assert alert_payload(quiet, EventKind.OPENED)["alert"]["url"].startswith(DEFAULT_SITE_URL + "/t/")
     quiet.delete()
     # A budget added on the page re-judges the server inside that request: the alert remembers it.
-    Threshold.objects.filter(team=team).delete()
+    Budget.objects.filter(team=team).delete()
     alice_client.post(
-        reverse("thresholds", args=[team.slug]),
+        reverse("budgets", args=[team.slug]),
         {"scope": "team", "measure": Measure.FIXED_TAX_TOKENS, "level": "error", "limit": "1"},
         HTTP_HOST="tax.internal:8123",
     )
@@ -214,7 +214,7 @@ def test_a_tool_alert_links_to_the_tool_page_in_the_list_the_payload_and_the_ema
 ):
     settings.SITE_URL = "https://tax.example.com"
     limit = factories.independent_tool_tokens(BIG)["read"] - 1  # the biggest tool, alone, is just over
-    Threshold.objects.create(team=team, measure=Measure.MAX_TOOL_TOKENS, level=Level.WARNING, limit=limit)
+    Budget.objects.create(team=team, measure=Measure.MAX_TOOL_TOKENS, level=Level.WARNING, limit=limit)
     server = http_server(team, "files")
     record(server, BIG, "1.0")
     evaluate_server(server)

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Level, Measure
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, EventKind, NotificationEvent
 from dashboard.servers.models import McpServer, Snapshot, Stack
 from tests.dashboard.alerts.factories import (
@@ -30,7 +30,7 @@ def test_grown_release_sends_one_signed_webhook_then_the_resolution(
     django_capture_on_commit_callbacks,
     eager_celery,  # noqa: F811
 ):
-    Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
+    Budget.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
     server = stdio_server(team, tmp_path=tmp_path)
     with Receiver() as hook:
         channel = Channel.objects.create(
@@ -41,7 +41,7 @@ def test_grown_release_sends_one_signed_webhook_then_the_resolution(
         first = poll(server, django_capture_on_commit_callbacks)
         snapshot = Snapshot.objects.get(pk=first.snapshot_id)
         assert snapshot.server_version == "1.4.0" and snapshot.fixed_tax_tokens == SPRAWL_V14
-        assert snapshot.limits["fixed_tax_tokens"] == {
+        assert snapshot.budget_checks["fixed_tax_tokens"] == {
             "limit": 3500.0,
             "level": "error",
             "value": float(SPRAWL_V14),
@@ -55,7 +55,7 @@ def test_grown_release_sends_one_signed_webhook_then_the_resolution(
         assert grown.changed
         grown_snapshot = Snapshot.objects.get(pk=grown.snapshot_id)
         assert grown_snapshot.server_version == "1.5.0" and grown_snapshot.fixed_tax_tokens == SPRAWL_V15
-        assert grown_snapshot.limits["fixed_tax_tokens"]["breached"] is True
+        assert grown_snapshot.budget_checks["fixed_tax_tokens"]["breached"] is True
         assert len(hook.requests) == 1
         request = hook.requests[0]
         assert request["headers"]["X-MCP-Tax-Signature"] == webhook_signature(request["body"], secret)
@@ -87,24 +87,27 @@ def test_grown_release_sends_one_signed_webhook_then_the_resolution(
 
 def test_growth_largest_tool_and_instructions_rules(team):
     server = stdio_server(team)
-    Threshold.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING, limit=10)
-    Threshold.objects.create(team=team, measure=Measure.RELEASE_GROWTH_TOKENS, level=Level.ERROR, limit=900)
-    Threshold.objects.create(team=team, measure=Measure.MAX_TOOL_TOKENS, level=Level.WARNING, limit=290)
-    Threshold.objects.create(team=team, measure=Measure.INSTRUCTIONS_TOKENS, level=Level.WARNING, limit=1000)
+    Budget.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING, limit=10)
+    Budget.objects.create(team=team, measure=Measure.RELEASE_GROWTH_TOKENS, level=Level.ERROR, limit=900)
+    Budget.objects.create(team=team, measure=Measure.MAX_TOOL_TOKENS, level=Level.WARNING, limit=290)
+    Budget.objects.create(team=team, measure=Measure.INSTRUCTIONS_TOKENS, level=Level.WARNING, limit=1000)
 
     first = record(server, "sprawling", False)
     # No previous release yet: growth is not judged, the others are within limits.
-    assert set(first.limits) == {"max_tool_tokens", "instructions_tokens"}
-    assert first.limits["max_tool_tokens"]["value"] == 285 and not first.limits["max_tool_tokens"]["breached"]
+    assert set(first.budget_checks) == {"max_tool_tokens", "instructions_tokens"}
+    assert (
+        first.budget_checks["max_tool_tokens"]["value"] == 285
+        and not first.budget_checks["max_tool_tokens"]["breached"]
+    )
     assert not Alert.objects.exists()
 
     grown = record(server, "sprawling", True)
     growth = SPRAWL_V15 - SPRAWL_V14
     assert (
-        grown.limits["release_growth_tokens"]["value"] == growth
-        and grown.limits["release_growth_tokens"]["breached"]
+        grown.budget_checks["release_growth_tokens"]["value"] == growth
+        and grown.budget_checks["release_growth_tokens"]["breached"]
     )
-    assert grown.limits["release_growth_pct"]["value"] == round(100 * growth / SPRAWL_V14, 2)
+    assert grown.budget_checks["release_growth_pct"]["value"] == round(100 * growth / SPRAWL_V14, 2)
     alerts = {a.measure: a for a in Alert.objects.open()}
     assert set(alerts) == {Measure.RELEASE_GROWTH_PCT, Measure.RELEASE_GROWTH_TOKENS, Measure.MAX_TOOL_TOKENS}
     assert alerts[Measure.RELEASE_GROWTH_TOKENS].level == Level.ERROR
@@ -118,14 +121,14 @@ def test_server_rule_overrides_team_default_and_stack_budget(team):
     lean = stdio_server(team, name="files-lean", module="lean")
     stack = Stack.objects.create(team=team, name="coding-agent")
     stack.servers.set([sprawl, lean])
-    Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=600)
-    Threshold.objects.create(
+    Budget.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=600)
+    Budget.objects.create(
         team=team, server=sprawl, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=5000
     )
 
     record(lean, "lean", False)
     lean_tax = lean.snapshots.get().fixed_tax_tokens
-    Threshold.objects.create(
+    Budget.objects.create(
         team=team,
         stack=stack,
         measure=Measure.STACK_FIXED_TAX_TOKENS,
@@ -133,7 +136,7 @@ def test_server_rule_overrides_team_default_and_stack_budget(team):
         limit=lean_tax + SPRAWL_V14 + 100,
     )
     snapshot = record(sprawl, "sprawling", False)
-    assert snapshot.limits["fixed_tax_tokens"]["limit"] == 5000  # the server's own rule won
+    assert snapshot.budget_checks["fixed_tax_tokens"]["limit"] == 5000  # the server's own rule won
     assert not Alert.objects.filter(server=sprawl).exists()
     assert lean_tax > 600 and Alert.objects.get(server=lean).limit == 600  # lean: the team default
     assert not Alert.objects.filter(stack=stack).exists()
@@ -185,7 +188,7 @@ def test_open_or_update_alert_is_idempotent_escalates_and_wakes_from_silence(tea
 
 
 def test_silence_until_next_release(team):
-    Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=3000)
+    Budget.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.WARNING, limit=3000)
     server = stdio_server(team)
     record(server, "sprawling", False)
     alert = Alert.objects.get()
@@ -207,12 +210,12 @@ def test_demo_budgets_alert_on_the_grown_sprawling_release(
     with django_capture_on_commit_callbacks(execute=True):
         call_command("demo", "--json", stdout=StringIO())
     sprawl = McpServer.objects.get(name="files-sprawl")
-    assert sprawl.current_snapshot.limits["fixed_tax_tokens"]["breached"] is True
+    assert sprawl.current_snapshot.budget_checks["fixed_tax_tokens"]["breached"] is True
     alert = Alert.objects.get(server=sprawl, measure=Measure.FIXED_TAX_TOKENS)
     assert alert.is_open and alert.value == SPRAWL_V15
     assert Channel.objects.filter(kind=ChannelKind.EMAIL).exists()
     # Every historical snapshot carries its band, so the chart can draw it across the history.
-    assert all("fixed_tax_tokens" in s.limits for s in Snapshot.objects.filter(server=sprawl))
+    assert all("fixed_tax_tokens" in s.budget_checks for s in Snapshot.objects.filter(server=sprawl))
     # The demo's captured traffic breaks the fidelity rules: Claude Code 2.0.14 damaged pastes,
     # its 2.0.15 upgrade did not, and both tools saw truncated arrivals.
     fidelity = Alert.objects.filter(measure=Measure.AGENT_EXACT_RATE).open()
@@ -229,7 +232,7 @@ def test_grown_release_through_the_real_worker(postgres_and_redis, celery_worker
     """Poll task on the `poll` queue, evaluation on commit, delivery on the `notify` queue."""
     from dashboard.tasks import poll_server as poll_server_task
 
-    Threshold.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
+    Budget.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
     server = stdio_server(team, tmp_path=tmp_path)
 
     def poll_and_wait(expected_requests: int, hook: Receiver) -> None:

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from django.urls import reverse
 
 from dashboard.alerts.budgets import evaluate_server
-from dashboard.alerts.models import Alert, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, Budget, Level, Measure
 from dashboard.teams.models import Membership
 from dashboard.teams.services import create_team
 from tests.dashboard.factories import http_server, page_text, record, tool
@@ -25,7 +25,7 @@ QUADRUPLED = [
 
 
 def _rules(team):
-    return {(t.measure, t.level): (t.limit, t.is_default) for t in Threshold.objects.filter(team=team)}
+    return {(t.measure, t.level): (t.limit, t.is_default) for t in Budget.objects.filter(team=team)}
 
 
 def test_a_new_team_gets_the_default_budgets(alice, django_capture_on_commit_callbacks):
@@ -56,20 +56,20 @@ def test_defaults_are_marked_and_editable_on_the_budgets_page(
     with django_capture_on_commit_callbacks(execute=True):
         team = create_team("Fresh", alice)
     client.force_login(alice)
-    html = client.get(reverse("thresholds", args=[team.slug])).content.decode()
-    rule = Threshold.objects.get(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING)
-    row = page_text(html.split(f'id="rule-{rule.pk}"')[1].split("</tr>")[0])
+    html = client.get(reverse("budgets", args=[team.slug])).content.decode()
+    budget = Budget.objects.get(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING)
+    row = page_text(html.split(f'id="budget-{budget.pk}"')[1].split("</tr>")[0])
     assert "default" in row and "Growth per release (%)" in row
     response = client.post(
-        reverse("threshold_update", args=[team.slug, rule.pk]), {"action": "limit", "limit": "15"}
+        reverse("budget_update", args=[team.slug, budget.pk]), {"action": "limit", "limit": "15"}
     )
     assert response.status_code == 302
-    rule.refresh_from_db()
-    assert rule.limit == 15.0
+    budget.refresh_from_db()
+    assert budget.limit == 15.0
 
 
 def test_a_team_made_without_the_service_gets_none_until_the_command(team):
-    assert not Threshold.objects.filter(team=team).exists()
+    assert not Budget.objects.filter(team=team).exists()
     out = StringIO()
     call_command("default_budgets", team.slug, stdout=out)
     assert "Added Growth per release (%) warning 10" in out.getvalue()
@@ -77,7 +77,7 @@ def test_a_team_made_without_the_service_gets_none_until_the_command(team):
     again = StringIO()
     call_command("default_budgets", team.slug, stdout=again)
     assert "nothing added" in again.getvalue()
-    assert Threshold.objects.filter(team=team).count() == 3
+    assert Budget.objects.filter(team=team).count() == 3
     with pytest.raises(CommandError, match="No team with the slug 'nope'"):
         call_command("default_budgets", "nope")
 
@@ -99,11 +99,11 @@ def test_the_admin_announces_a_new_team(admin_client, django_capture_on_commit_c
             },
         )
     assert response.status_code == 302, response.content.decode()[:2000]
-    assert Threshold.objects.filter(team__slug="from-admin", is_default=True).count() == 3
+    assert Budget.objects.filter(team__slug="from-admin", is_default=True).count() == 3
 
 
 def test_the_budget_form_creates_every_fidelity_rule_kind(alice_client, team):
-    url = reverse("thresholds", args=[team.slug])
+    url = reverse("budgets", args=[team.slug])
     server = http_server(team, "files")
     posts = [
         {
@@ -124,7 +124,7 @@ def test_the_budget_form_creates_every_fidelity_rule_kind(alice_client, team):
     ]
     for data in posts:
         assert alice_client.post(url, data).status_code == 302, data
-    got = {(t.measure, t.server_id, t.limit, t.window) for t in Threshold.objects.filter(team=team)}
+    got = {(t.measure, t.server_id, t.limit, t.window) for t in Budget.objects.filter(team=team)}
     assert got == {
         (Measure.AGENT_EXACT_RATE, None, 90.0, 40),
         (Measure.DAMAGED_ARRIVALS, server.pk, 0.0, 20),

@@ -7,7 +7,7 @@ import json
 import pytest
 from django.core.management import call_command
 
-from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.models import Budget, Level, Measure
 from dashboard.servers.models import Stack
 from dashboard.teams.models import ApiToken
 from tests.dashboard.alerts.factories import (
@@ -93,8 +93,8 @@ def test_warn_and_stack_budget_in_the_gate(client, team):
     record(server, "sprawling", False)
     stack = Stack.objects.create(team=team, name="agent")
     stack.servers.set([server])
-    Threshold.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING, limit=10)
-    Threshold.objects.create(
+    Budget.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING, limit=10)
+    Budget.objects.create(
         team=team, stack=stack, measure=Measure.STACK_FIXED_TAX_TOKENS, level=Level.WARNING, limit=4000
     )
     _, token = ApiToken.issue(team, "ci")
@@ -155,7 +155,7 @@ def test_check_budget_warn_exits_0_and_usage_errors_exit_2(team, tmp_path, capsy
 
     server = stdio_server(team)
     record(server, "sprawling", False)
-    Threshold.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING, limit=1)
+    Budget.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.WARNING, limit=1)
     over = tmp_path / "over.json"
     over.write_text(json.dumps(tools_list("sprawling", True)))
     call_command("check_budget", str(over), "--server", server.name, "--team", team.slug)  # no SystemExit: 0

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Level, Measure
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import Stack
 from dashboard.teams.models import ApiToken
@@ -116,7 +116,7 @@ def test_a_budget_on_the_stacks_upfront_and_the_gate_answer(client, crossing_tea
     record(server, "sprawling", False)
     stack = Stack.objects.create(team=team, name="agent")
     stack.servers.set([server])
-    Threshold.objects.create(
+    Budget.objects.create(
         team=team, stack=stack, measure=Measure.STACK_UPFRONT_TOKENS, level=Level.ERROR, limit=300
     )
     _, token = ApiToken.issue(team, "ci")
@@ -174,14 +174,14 @@ def test_the_crossing_alert_shows_on_the_alerts_page_and_a_stack_upfront_budget_
     evaluate_team(team)
     assert Alert.objects.filter(team=team, measure=Measure.DEFERRAL_CROSSING).count() == 1
 
-    from dashboard.alerts.forms import ThresholdForm
+    from dashboard.alerts.forms import BudgetForm
 
-    form = ThresholdForm(
+    form = BudgetForm(
         team,
         {"scope": f"stack:{stack.pk}", "measure": "stack_upfront_tokens", "level": "warning", "limit": "400"},
     )
     assert form.is_valid(), form.errors
-    refused = ThresholdForm(
+    refused = BudgetForm(
         team, {"scope": f"stack:{stack.pk}", "measure": "max_tool_tokens", "level": "warning", "limit": "400"}
     )
     assert not refused.is_valid()

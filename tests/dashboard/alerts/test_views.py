@@ -1,4 +1,4 @@
-"""The alert pages: the alert list, the budget rules editor and the notification channels."""
+"""The alert pages: the alert list, the budgets editor and the notification channels."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Level, Measure
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, Stack, Transport
 from dashboard.teams.models import Membership
@@ -68,14 +68,14 @@ def test_alert_pages_are_team_scoped(alice_client, team, user_factory, team_fact
         )
     theirs.refresh_from_db()
     assert theirs.state == AlertState.ACTIVE
-    rule = Threshold.objects.create(team=other, measure=Measure.FIXED_TAX_TOKENS, limit=1)
+    budget = Budget.objects.create(team=other, measure=Measure.FIXED_TAX_TOKENS, limit=1)
     assert (
         alice_client.post(
-            reverse("threshold_update", args=[team.slug, rule.pk]), {"action": "delete"}
+            reverse("budget_update", args=[team.slug, budget.pk]), {"action": "delete"}
         ).status_code
         == 404
     )
-    assert Threshold.objects.filter(pk=rule.pk).exists()
+    assert Budget.objects.filter(pk=budget.pk).exists()
 
 
 def test_alert_list_queries_do_not_grow_with_rows(alice_client, team):
@@ -109,46 +109,46 @@ def test_alert_list_queries_do_not_grow_with_rows(alice_client, team):
     assert len(many) == len(few)
 
 
-def test_thresholds_editor_adds_validates_and_reevaluates(alice_client, team):
+def test_budgets_editor_adds_validates_and_reevaluates(alice_client, team):
     server = stdio_server(team)
     stack = Stack.objects.create(team=team, name="agent")
     snapshot = record(server, "sprawling", True)
-    assert snapshot.limits == {}
+    assert snapshot.budget_checks == {}
 
-    url = reverse("thresholds", args=[team.slug])
+    url = reverse("budgets", args=[team.slug])
     response = alice_client.post(
         url,
         {"scope": f"server:{server.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "4000"},
     )
     assert response.status_code == 302
     snapshot.refresh_from_db()
-    assert snapshot.limits["fixed_tax_tokens"]["breached"] is True
+    assert snapshot.budget_checks["fixed_tax_tokens"]["breached"] is True
     alert = Alert.objects.get(server=server)
 
     duplicate = alice_client.post(
         url, {"scope": f"server:{server.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "1"}
     )
-    assert "That rule already exists" in duplicate.content.decode()
+    assert "That budget already exists" in duplicate.content.decode()
     wrong = alice_client.post(
         url, {"scope": f"stack:{stack.pk}", "measure": "fixed_tax_tokens", "level": "error", "limit": "1"}
     )
     assert "A stack takes only the stack budgets (fixed tax, upfront per request)." in wrong.content.decode()
-    assert Threshold.objects.count() == 1
+    assert Budget.objects.count() == 1
 
-    rule = Threshold.objects.get()
+    budget = Budget.objects.get()
     raised = alice_client.post(
-        reverse("threshold_update", args=[team.slug, rule.pk]),
+        reverse("budget_update", args=[team.slug, budget.pk]),
         {"action": "limit", "limit": "5000"},
         HTTP_HX_REQUEST="true",
     )
-    assert raised.status_code == 200 and f'id="rule-{rule.pk}"' in raised.content.decode()
+    assert raised.status_code == 200 and f'id="budget-{budget.pk}"' in raised.content.decode()
     alert.refresh_from_db()
     assert alert.state == AlertState.RESOLVED
-    # The rules table lists the rule with its new limit (the add form's dropdown would name the
+    # The budgets table lists the budget with its new limit (the add form's dropdown would name the
     # measure whatever the table holds, so the row itself is what is checked).
     page = alice_client.get(url).content.decode()
-    row = re.search(rf'<tr id="rule-{rule.pk}">.*?</tr>', page, re.S)
-    assert row, "the rule's row is missing from the rules table"
+    row = re.search(rf'<tr id="budget-{budget.pk}">.*?</tr>', page, re.S)
+    assert row, "the budget's row is missing from the budgets table"
     assert f">{server.name}</a>" in row.group(0) and "Fixed tax (tokens)" in row.group(0)
     assert 'name="limit" value="5000"' in row.group(0)
 
@@ -214,56 +214,54 @@ def test_channel_pages_are_team_scoped_and_admin_only_for_changes(
     )
 
 
-def _rule_row(alice_client, team, rule: Threshold, action: str) -> str:
+def _budget_row(alice_client, team, budget: Budget, action: str) -> str:
     response = alice_client.post(
-        reverse("threshold_update", args=[team.slug, rule.pk]), {"action": action}, HTTP_HX_REQUEST="true"
+        reverse("budget_update", args=[team.slug, budget.pk]), {"action": action}, HTTP_HX_REQUEST="true"
     )
     assert response.status_code == 200
     return response.content.decode()
 
 
-def test_threshold_toggle_and_delete_reevaluate_the_alerts(alice_client, team):
+def test_budget_toggle_and_delete_reevaluate_the_alerts(alice_client, team):
     server = stdio_server(team)
     snapshot = record(server, "sprawling", True)
-    rule = Threshold.objects.create(
+    budget = Budget.objects.create(
         team=team, server=server, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=4000
     )
     alice_client.post(
-        reverse("threshold_update", args=[team.slug, rule.pk]), {"action": "limit", "limit": "4000"}
+        reverse("budget_update", args=[team.slug, budget.pk]), {"action": "limit", "limit": "4000"}
     )
     alert = Alert.objects.get(server=server, measure=Measure.FIXED_TAX_TOKENS)
     assert alert.is_open
 
-    # Disabling the rule resolves its alert; the row says so and offers to enable it again.
-    row = _rule_row(alice_client, team, rule, "toggle")
-    assert row.lstrip().startswith(f'<tr id="rule-{rule.pk}">') and ">Enable</button>" in row
-    rule.refresh_from_db()
+    # Disabling the budget resolves its alert; the row says so and offers to enable it again.
+    row = _budget_row(alice_client, team, budget, "toggle")
+    assert row.lstrip().startswith(f'<tr id="budget-{budget.pk}">') and ">Enable</button>" in row
+    budget.refresh_from_db()
     alert.refresh_from_db()
-    assert rule.enabled is False and alert.state == AlertState.RESOLVED
+    assert budget.enabled is False and alert.state == AlertState.RESOLVED
 
     # Enabling it again breaches again: a new alert opens.
-    row = _rule_row(alice_client, team, rule, "toggle")
+    row = _budget_row(alice_client, team, budget, "toggle")
     assert ">Disable</button>" in row
-    rule.refresh_from_db()
-    assert rule.enabled is True
+    budget.refresh_from_db()
+    assert budget.enabled is True
     reopened = Alert.objects.open().get(server=server, measure=Measure.FIXED_TAX_TOKENS)
     assert reopened.pk != alert.pk and reopened.limit == 4000
 
-    # Deleting it removes the row (htmx swaps in nothing), the rule, its alert and the band.
-    assert _rule_row(alice_client, team, rule, "delete") == ""
-    assert not Threshold.objects.filter(pk=rule.pk).exists()
+    # Deleting it removes the row (htmx swaps in nothing), the budget, its alert and the band.
+    assert _budget_row(alice_client, team, budget, "delete") == ""
+    assert not Budget.objects.filter(pk=budget.pk).exists()
     reopened.refresh_from_db()
     assert reopened.state == AlertState.RESOLVED
     snapshot.refresh_from_db()
-    assert "fixed_tax_tokens" not in snapshot.limits
+    assert "fixed_tax_tokens" not in snapshot.budget_checks
 
     # Without htmx, the same actions land back on the rules page.
-    other = Threshold.objects.create(team=team, measure=Measure.INSTRUCTIONS_TOKENS, limit=1)
-    response = alice_client.post(
-        reverse("threshold_update", args=[team.slug, other.pk]), {"action": "delete"}
-    )
-    assert response.status_code == 302 and response.url == reverse("thresholds", args=[team.slug])
-    assert not Threshold.objects.filter(pk=other.pk).exists()
+    other = Budget.objects.create(team=team, measure=Measure.INSTRUCTIONS_TOKENS, limit=1)
+    response = alice_client.post(reverse("budget_update", args=[team.slug, other.pk]), {"action": "delete"})
+    assert response.status_code == 302 and response.url == reverse("budgets", args=[team.slug])
+    assert not Budget.objects.filter(pk=other.pk).exists()
 
 
 def test_channel_disable_enable_and_delete(alice_client, team):

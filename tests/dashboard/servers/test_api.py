@@ -1,4 +1,4 @@
-"""The schema-tax endpoints of the JSON API."""
+"""The fixed-tax endpoints of the JSON API."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema-tax pages in real headless Chromium: log in, overview, sort, server page, chart axis,
+"""The fixed-tax pages in real headless Chromium: log in, overview, sort, server page, chart axis,
 release diff, poll now. Every request the pages make must stay on the app's own origin."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def _row_names(page) -> list[str]:
     )
 
 
-def test_schema_tax_pages_in_chromium(
+def test_fixed_tax_pages_in_chromium(
     browser_page, live_server, team, alice, polled_example_servers, eager_celery
 ):
     page = browser_page

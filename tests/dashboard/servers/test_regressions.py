@@ -14,7 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from dashboard.alerts.budgets import evaluate_server
-from dashboard.alerts.models import Level, Measure, Threshold
+from dashboard.alerts.models import Budget, Level, Measure
 from dashboard.servers.models import Stack
 from dashboard.servers.sparklines import delta_points, shared_scale
 from tests.dashboard.factories import (
@@ -46,7 +46,7 @@ def _row(html: str, snapshot_pk: int) -> str:
 
 
 def test_regressions_list_every_change_newest_first_with_the_tools_that_caused_it(alice_client, team):
-    Threshold.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.ERROR, limit=25)
+    Budget.objects.create(team=team, measure=Measure.RELEASE_GROWTH_PCT, level=Level.ERROR, limit=25)
     files = http_server(team, "files")
     docs = http_server(team, "docs")
     now = timezone.now()

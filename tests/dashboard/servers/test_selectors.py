@@ -1,4 +1,4 @@
-"""Read-side helpers of the schema-tax pages: figures, and query counts that do not grow with the data."""
+"""Read-side helpers of the fixed-tax pages: figures, and query counts that do not grow with the data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The schema-tax pages: the team overview, a server's page, poll now, registration, stacks.
+"""The fixed-tax pages: the team overview, a server's page, poll now, registration, stacks.
 
 Figures come from real polls of the example servers (the `polled_example_servers` fixture) or from
 tool lists recorded through the real `record_snapshot` path; nothing on the page is faked.
@@ -83,12 +83,14 @@ def test_overview_sorts_filters_and_reports_budget_status(alice_client, team):
     big_snap = record(
         big, [tool(f"t{i}", "Does a thing with a file, verbosely. " * 8) for i in range(6)], "1"
     )
-    big_snap.limits = {"fixed_tax_tokens": {"limit": 100, "level": "error", "value": 999, "breached": True}}
-    big_snap.save(update_fields=["limits"])
-    small.current_snapshot.limits = {
+    big_snap.budget_checks = {
+        "fixed_tax_tokens": {"limit": 100, "level": "error", "value": 999, "breached": True}
+    }
+    big_snap.save(update_fields=["budget_checks"])
+    small.current_snapshot.budget_checks = {
         "fixed_tax_tokens": {"limit": 5000, "level": "warning", "breached": False}
     }
-    small.current_snapshot.save(update_fields=["limits"])
+    small.current_snapshot.save(update_fields=["budget_checks"])
     McpServer.objects.filter(pk__in=[small.pk, big.pk]).update(last_poll_at=timezone.now(), last_outcome="ok")
     url = reverse("team_overview", args=[team.slug])
 
@@ -126,8 +128,10 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     sprawl = polled_example_servers["files-sprawl"]
     current = sprawl.current_snapshot
     older = Snapshot.objects.get(server=sprawl, server_version="1.4.0")
-    current.limits = {"fixed_tax_tokens": {"limit": 4000, "level": "error", "value": 4125, "breached": True}}
-    current.save(update_fields=["limits"])
+    current.budget_checks = {
+        "fixed_tax_tokens": {"limit": 4000, "level": "error", "value": 4125, "breached": True}
+    }
+    current.save(update_fields=["budget_checks"])
     Alert.objects.create(
         team=team,
         rule_key=f"server:{sprawl.pk}:fixed_tax_tokens",

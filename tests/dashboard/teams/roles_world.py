@@ -16,7 +16,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from dashboard.alerts.models import Alert, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, Budget, Level, Measure
 from dashboard.alerts.notify.models import Channel, ChannelKind
 from dashboard.servers.models import McpServer, Snapshot, Stack, Transport
 from dashboard.teams.models import ApiToken, Invite, Membership, Team
@@ -48,7 +48,7 @@ class World:
     snapshot: Snapshot
     stack: Stack
     alert: Alert
-    rule: Threshold
+    budget: Budget
     channel: Channel
     job: IngestJob
     line: LineRecord
@@ -123,9 +123,7 @@ def build_world(tmp_path: Path) -> World:
     stack = Stack.objects.create(team=team, name="agent")
     stack.servers.set([admin_http, stdio])
     alert = open_alert(team, rule_key=f"server:{admin_http.pk}:fixed_tax_tokens").alert
-    rule = Threshold.objects.create(
-        team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500
-    )
+    budget = Budget.objects.create(team=team, measure=Measure.FIXED_TAX_TOKENS, level=Level.ERROR, limit=3500)
     channel = Channel.objects.create(
         team=team, name="ops", kind=ChannelKind.EMAIL, config={"to": ["ops@example.com"]}
     )
@@ -162,7 +160,7 @@ def build_world(tmp_path: Path) -> World:
         snapshot=snapshot,
         stack=stack,
         alert=alert,
-        rule=rule,
+        budget=budget,
         channel=channel,
         job=job,
         line=line,

@@ -15,7 +15,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from dashboard.alerts.models import Threshold
+from dashboard.alerts.models import Budget
 from dashboard.servers.models import McpServer
 from dashboard.teams.models import ApiToken, Team
 from ingest.capture.models import IngestJob, LineRecord, WatchedFolder
@@ -171,7 +171,7 @@ TABLE: dict[str, list[Case]] = {
             lambda w, _: w.fresh(w.alert).state == "silenced",
         )
     ],
-    "thresholds": [
+    "budgets": [
         Case("GET", SEE),
         Case(
             "POST",
@@ -182,26 +182,26 @@ TABLE: dict[str, list[Case]] = {
                 "level": "warning",
                 "limit": "99",
             },
-            changed=lambda w, _: Threshold.objects.filter(team=w.team, level="warning").exists(),
+            changed=lambda w, _: Budget.objects.filter(team=w.team, level="warning").exists(),
         ),
     ],
-    "threshold_update": [
+    "budget_update": [
         Case(
             "POST",
             "admin",
-            obj("threshold_id", "rule"),
+            obj("budget_id", "budget"),
             lambda w: {"action": "toggle"},
-            lambda w, _: not w.fresh(w.rule).enabled,
+            lambda w, _: not w.fresh(w.budget).enabled,
         ),
         Case(
             "POST",
             "admin",
-            obj("threshold_id", "rule"),
+            obj("budget_id", "budget"),
             lambda w: {"action": "limit", "limit": "999999"},
-            lambda w, _: w.fresh(w.rule).limit == 999999,
+            lambda w, _: w.fresh(w.budget).limit == 999999,
             htmx=True,
         ),
-        Case("POST", "admin", obj("threshold_id", "rule"), lambda w: {"action": "delete"}, gone("rule")),
+        Case("POST", "admin", obj("budget_id", "budget"), lambda w: {"action": "delete"}, gone("budget")),
     ],
     "channels": [
         Case("GET", SEE),

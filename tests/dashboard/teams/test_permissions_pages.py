@@ -19,14 +19,14 @@ def test_pages_hide_the_controls_a_role_lacks(client, role_world):
     slug = world.team.slug
     pages = {
         "poll": reverse("server_detail", args=[slug, world.stdio.code]),
-        "budget": reverse("thresholds", args=[slug]),
+        "budget": reverse("budgets", args=[slug]),
         "ack": reverse("alert_list", args=[slug]),
         "upload": reverse("ingest_home", args=[slug]),
         "import": reverse("stacks", args=[slug]),
     }
     markers = {
         "poll": 'id="poll-now"',
-        "budget": "Add a rule",
+        "budget": "Add a budget",
         "ack": "Acknowledge</button>",
         "upload": 'id="upload-form"',
         "import": "Import an MCP client config",

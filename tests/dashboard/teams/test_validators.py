@@ -109,5 +109,5 @@ def test_an_alert_for_a_server_stored_with_a_cr_lf_name_is_still_mailed_on_one_l
     assert deliver(delivery.pk).status == "sent"
     assert len(mail.outbox) == 1
     message = mail.outbox[0].message()
-    assert message["Subject"].startswith("[MCP tool tax] ERROR files Bcc: attacker@example.com")
+    assert message["Subject"].startswith("[mcp-tax] ERROR files Bcc: attacker@example.com")
     assert message["Bcc"] is None and mail.outbox[0].recipients() == ["ops@example.com"]

@@ -11,7 +11,7 @@ from django.db.models import Sum
 from dashboard.teams.models import Team
 from ingest.fidelity.models import BY_REFERENCE, DAMAGED, JUDGED, FidelityDaily
 from ingest.fidelity.selectors.common import exact_rate
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 
 
 def agent_table(team: Team, *, since: date | None = None) -> dict[int | None, dict[str, Any]]:
@@ -30,7 +30,7 @@ def agent_table(team: Team, *, since: date | None = None) -> dict[int | None, di
         verdict = row["verdict"]
         if verdict in JUDGED:
             entry["judged"] += row["arguments"]
-        if verdict == fidelity.EXACT:
+        if verdict == verdict_rules.EXACT:
             entry["exact"] += row["arguments"]
         if verdict == BY_REFERENCE:
             entry["by_reference"] += row["calls"]

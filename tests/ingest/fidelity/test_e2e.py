@@ -18,14 +18,13 @@ from django.db.models import Sum
 from mcp import Client, StdioServerParameters
 from mcp_types import Implementation
 
-from dashboard.alerts.models import Alert, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, Budget, Level, Measure
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob, ToolCall
 from ingest.fidelity import references
 from ingest.fidelity.models import JUDGED, FidelityDaily
 from ingest.fidelity.selectors import totals as rollup_totals
-from mcptax import textdiff
-from mcptax import verdict_rules as fidelity
+from mcptax import textdiff, verdict_rules
 from tests.conftest import ROOT
 from tests.helpers import compact, sha
 from tests.ingest.fidelity.agent_table import agent_table
@@ -72,16 +71,16 @@ DEMO_ROUND = {
 DEMO_IMPROVED_ROUND = {**DEMO_ROUND, "exact": 5, "newline_only": 1, "mutated": 1}
 DEMO_VERDICTS = {k: 2 * DEMO_ROUND[k] + 2 * DEMO_IMPROVED_ROUND[k] for k in DEMO_ROUND}
 EXPECTED = {
-    "skill.md": fidelity.EXACT,  # no stated hash: found by the document's exact sha256
-    "stated.md": fidelity.EXACT,  # expected_sha256 stated by the caller
-    "no-newline.md": fidelity.NEWLINE_ONLY,
-    "crlf.md": fidelity.LINE_ENDINGS,
-    "cut.md": fidelity.TRUNCATED,
-    "edited.md": fidelity.MUTATED,
-    "refused.md": fidelity.MUTATED,  # the server refused it (isError) through expected_sha256
-    "unknown.md": fidelity.MISMATCH,  # refused too; the expected content is known nowhere
-    "full": fidelity.EXACT,
-    "dropped": fidelity.ELEMENTS_DROPPED,
+    "skill.md": verdict_rules.EXACT,  # no stated hash: found by the document's exact sha256
+    "stated.md": verdict_rules.EXACT,  # expected_sha256 stated by the caller
+    "no-newline.md": verdict_rules.NEWLINE_ONLY,
+    "crlf.md": verdict_rules.LINE_ENDINGS,
+    "cut.md": verdict_rules.TRUNCATED,
+    "edited.md": verdict_rules.MUTATED,
+    "refused.md": verdict_rules.MUTATED,  # the server refused it (isError) through expected_sha256
+    "unknown.md": verdict_rules.MISMATCH,  # refused too; the expected content is known nowhere
+    "full": verdict_rules.EXACT,
+    "dropped": verdict_rules.ELEMENTS_DROPPED,
 }
 
 
@@ -269,7 +268,7 @@ def assert_rollups(team) -> None:
     assert adoption["reference_calls"] == 1 and adoption["calls"] == 9
     agent_row = next(iter(agent_table(team).values()))
     judged = sum(n for v, n in expected.items() if v in JUDGED)
-    assert agent_row["exact_rate"] == round(100 * expected[fidelity.EXACT] / judged, 2)
+    assert agent_row["exact_rate"] == round(100 * expected[verdict_rules.EXACT] / judged, 2)
 
 
 @pytest.mark.django_db
@@ -289,11 +288,11 @@ def test_registering_the_reference_after_ingest_recomputes_verdicts_and_rollups(
     without_document = {
         **EXPECTED,
         # Nothing says what these should have been.
-        "skill.md": fidelity.UNVERIFIABLE,
-        "no-newline.md": fidelity.UNVERIFIABLE,
-        "crlf.md": fidelity.UNVERIFIABLE,
-        "cut.md": fidelity.UNVERIFIABLE,
-        "edited.md": fidelity.UNVERIFIABLE,
+        "skill.md": verdict_rules.UNVERIFIABLE,
+        "no-newline.md": verdict_rules.UNVERIFIABLE,
+        "crlf.md": verdict_rules.UNVERIFIABLE,
+        "cut.md": verdict_rules.UNVERIFIABLE,
+        "edited.md": verdict_rules.UNVERIFIABLE,
     }
     # refused.md still compares: the exact copy pasted earlier is the expected content.
     assert before == without_document
@@ -315,12 +314,10 @@ def test_registering_the_reference_after_ingest_recomputes_verdicts_and_rollups(
 @pytest.mark.django_db
 def test_fidelity_alerts_open_from_the_captured_traffic(team, captured):
     log, _ = captured
-    Threshold.objects.create(
+    Budget.objects.create(
         team=team, measure=Measure.AGENT_EXACT_RATE, level=Level.WARNING, limit=90, window=50
     )
-    Threshold.objects.create(
-        team=team, measure=Measure.DAMAGED_ARRIVALS, level=Level.ERROR, limit=0, window=50
-    )
+    Budget.objects.create(team=team, measure=Measure.DAMAGED_ARRIVALS, level=Level.ERROR, limit=0, window=50)
     references.register_upload(team, DOC.encode(), name="checklist.md")
     ingest(team, log)
     alerts = {a.rule_key: a for a in Alert.objects.filter(team=team).open()}

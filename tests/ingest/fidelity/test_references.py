@@ -14,7 +14,7 @@ import pytest
 
 from ingest.fidelity import references
 from ingest.fidelity.models import ReferenceDocument
-from mcptax import verdict_rules as fidelity
+from mcptax import verdict_rules
 from tests.helpers import sha
 from tests.ingest.capture.logs import EnvelopeLog
 from tests.ingest.fidelity.traffic import doc, ingest, only_argument
@@ -94,5 +94,5 @@ def test_url_registration_follows_the_operator_settings(team, settings, loopback
     assert document.fetched_url == url and document.sha256 == sha(doc(8))
     assert document.rejudged == 1
     argument = only_argument(team)
-    assert argument.verdict == fidelity.MUTATED and argument.evidence["document"]["url"] == url
+    assert argument.verdict == verdict_rules.MUTATED and argument.evidence["document"]["url"] == url
     assert ReferenceDocument.objects.filter(team=team).count() == 1

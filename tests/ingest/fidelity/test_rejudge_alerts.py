@@ -16,7 +16,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from dashboard.alerts.models import Alert, AlertState, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, AlertState, Budget, Level, Measure
 from dashboard.alerts.notify.models import Channel, ChannelKind, Delivery, DeliveryStatus
 from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument
@@ -89,9 +89,7 @@ def claude_code_transcript(path: Path) -> Path:
 
 
 def _rules_and_hook(team, hook: Receiver) -> Channel:
-    Threshold.objects.create(
-        team=team, measure=Measure.AGENT_EXACT_RATE, level=Level.ERROR, limit=50, window=20
-    )
+    Budget.objects.create(team=team, measure=Measure.AGENT_EXACT_RATE, level=Level.ERROR, limit=50, window=20)
     return Channel.objects.create(team=team, name="hook", kind=ChannelKind.WEBHOOK, config={"url": hook.url})
 
 

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard.alerts.budgets import evaluate_server
-from dashboard.alerts.models import Alert, Level, Measure, Threshold
+from dashboard.alerts.models import Alert, Budget, Level, Measure
 from dashboard.teams.models import Membership
 from ingest.capture.models import ToolCall
 from tests.dashboard.factories import http_server, independent_tool_tokens, page_text, record, tool
@@ -165,14 +165,14 @@ def test_only_members_of_the_servers_team_see_it(client, team, lean, team_factor
 
 
 def test_tool_alerts_link_to_the_tool_page_and_show_in_its_banner(alice_client, team, lean, tmp_path):
-    Threshold.objects.create(team=team, measure=Measure.DAMAGED_ARRIVALS, level=Level.ERROR, limit=0)
+    Budget.objects.create(team=team, measure=Measure.DAMAGED_ARRIVALS, level=Level.ERROR, limit=0)
     log = EnvelopeLog(session="s4", label="files-lean", client="claude-code").initialize()
     log.call("write", {"target": "z.md", "content": DOC[:500], "expected_sha256": sha(DOC)})
     ingest(team, log, tmp_path, "cut.jsonl")
     damaged = Alert.objects.open().get(team=team, measure=Measure.DAMAGED_ARRIVALS)
     assert damaged.server == lean
     # The largest-tool rule names a tool of the server too.
-    Threshold.objects.create(
+    Budget.objects.create(
         team=team, server=lean, measure=Measure.MAX_TOOL_TOKENS, level=Level.WARNING, limit=1
     )
     evaluate_server(lean)
