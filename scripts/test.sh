@@ -2,29 +2,38 @@
 # The whole test suite. Leg 1: SQLite + embedded broker (what `make run` uses). Leg 2: the real
 # PostgreSQL and Redis with a real Celery worker process. Leg 2 runs when CI=true (and then a
 # missing service is a failure) or when both services answer on their default ports.
+#
+# The two legs run side by side (each in its own VAR_DIR, database and broker); leg 2's output
+# is kept in var/test-logs/leg2.log and printed when leg 1 ends. With CI=true leg 1 runs with the
+# network cut (scripts/test_offline.sh: its own network namespace, loopback only), which proves
+# that nothing in the suite reaches a registry or any other host after set-up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
 PG_URL="${TEST_POSTGRES_URL:-postgres://postgres@127.0.0.1:5432/mcptax}"
 REDIS="${TEST_REDIS_URL:-redis://127.0.0.1:6379/15}"
 CI="${CI:-false}"
+LOGS="$PWD/var/test-logs"
+mkdir -p "$LOGS"
+started=$SECONDS
+phase() { echo "== [$(( (SECONDS - started) / 60 ))m$(( (SECONDS - started) % 60 ))s] $*"; }
 
 # Browser tests drive Debian's Chromium; install it only when missing (needs root, as in CI).
 if ! command -v chromium >/dev/null 2>&1; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "== installing Debian's chromium for the browser tests"
+    phase "installing Debian's chromium for the browser tests"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
   else
-    echo "== chromium not found and not root: browser tests will skip (they fail when CI=true)"
+    phase "chromium not found and not root: browser tests will skip (they fail when CI=true)"
   fi
 fi
 
 # Everything the suite needs from a registry (axe-core, mitmproxy's virtualenv, the live corpus
 # servers) is installed here, once, cached under var/: the tests never reach the network.
-echo "== set-up: registry downloads cached under var/ (scripts/test_setup.py)"
+phase "set-up: registry downloads cached under var/ (scripts/test_setup.py)"
 $BIN/python scripts/test_setup.py
 
-echo "== lint: ruff, djade (templates), mypy (django-stubs; strict on mcptax/)"
+phase "lint: ruff, djade (templates), mypy (django-stubs; strict on mcptax/)"
 $BIN/ruff check .
 $BIN/ruff format --check .
 $BIN/djade --target-version 5.2 --check $(find templates -name '*.html')
@@ -43,27 +52,47 @@ except Exception as exc:
 PY
 }
 
-status=0
-echo "== leg 1: SQLite + embedded broker"
-env -u DATABASE_URL -u REDIS_URL VAR_DIR="$PWD/var/test-sqlite" \
-  $BIN/python -m pytest -m "not services" "$@" || status=$?
-
-if [ "$CI" = "true" ] || services_up; then
-  echo "== leg 2: PostgreSQL ($PG_URL) + Redis ($REDIS) + real Celery worker"
+# Leg 2, then the benchmarks at a tiny size (so none can rot; their targets are judged in full
+# runs), in the background while leg 1 runs.
+services_part() {
   DATABASE_URL="$PG_URL" REDIS_URL="$REDIS" VAR_DIR="$PWD/var/test-pg" \
-    $BIN/python -m pytest -m "not browser" --services-leg "$@" || status=$?
+    $BIN/python -m pytest -m "not browser" --services-leg "$@" > "$LOGS/leg2.log" 2>&1 \
+    || echo "leg2" >> "$LOGS/failed"
+  BENCH_POSTGRES_URL="${PG_URL%/*}/mcptax_bench_smoke" BENCH_REDIS_URL="${REDIS%/*}/11" \
+    bash scripts/bench_smoke.sh > "$LOGS/bench-smoke.log" 2>&1 || echo "bench-smoke" >> "$LOGS/failed"
+}
+
+rm -f "$LOGS/failed"
+services_pid=""
+if [ "$CI" = "true" ] || services_up; then
+  phase "leg 2: PostgreSQL ($PG_URL) + Redis ($REDIS) + real Celery worker, then make bench-smoke (in the background: var/test-logs/)"
+  services_part "$@" &
+  services_pid=$!
 else
-  echo "== leg 2 skipped: PostgreSQL/Redis not reachable (set CI=true to make this a failure)"
-fi
-# Offline after set-up: in CI, part of leg 1 again with the network cut (scripts/test_offline.sh).
-if [ "$CI" = "true" ]; then
-  bash scripts/test_offline.sh || status=$?
+  phase "leg 2 and bench-smoke skipped: PostgreSQL/Redis not reachable (set CI=true to make this a failure)"
 fi
 
-# Every benchmark script at a tiny size, so none can rot (their targets are judged in full runs).
-if [ "$CI" = "true" ] || services_up; then
-  echo "== benchmarks at a tiny size (make bench-smoke)"
-  BENCH_POSTGRES_URL="${PG_URL%/*}/mcptax_bench_smoke" BENCH_REDIS_URL="${REDIS%/*}/11" \
-    bash scripts/bench_smoke.sh || status=$?
+status=0
+# Leg 1 on TEST_WORKERS processes (pytest-xdist; 0 runs it in this one): many of its tests wait on
+# servers, workers and browsers they start, so two share the machine's cores with leg 2.
+leg1=(env -u DATABASE_URL -u REDIS_URL VAR_DIR="$PWD/var/test-sqlite"
+      $BIN/python -m pytest -m "not services" -n "${TEST_WORKERS:-2}" --dist worksteal "$@")
+if [ "$CI" = "true" ]; then
+  phase "leg 1: SQLite + embedded broker, with the network cut (scripts/test_offline.sh)"
+  bash scripts/test_offline.sh "${leg1[@]}" || status=$?
+else
+  phase "leg 1: SQLite + embedded broker"
+  "${leg1[@]}" || status=$?
 fi
+
+if [ -n "$services_pid" ]; then
+  phase "leg 1 done; waiting for leg 2 and bench-smoke"
+  wait "$services_pid" || true
+  phase "leg 2: PostgreSQL + Redis + real Celery worker (var/test-logs/leg2.log)"
+  cat "$LOGS/leg2.log"
+  phase "benchmarks at a tiny size (var/test-logs/bench-smoke.log)"
+  cat "$LOGS/bench-smoke.log"
+  [ -f "$LOGS/failed" ] && { phase "failed: $(tr '\n' ' ' < "$LOGS/failed")"; status=1; }
+fi
+phase "done (exit $status)"
 exit $status

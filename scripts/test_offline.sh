@@ -1,27 +1,19 @@
 #!/usr/bin/env bash
-# Offline after set-up: part of leg 1 run again in a network namespace of its own (`unshare -n`),
-# where only loopback exists, so a test that still reaches a registry or any other host fails here.
-# The part: the tests that used to download (the accessibility test's axe-core, mitmproxy for the
-# HAR test, the live corpus servers) and the corpus of captured servers; arguments, when given,
-# name other tests instead. Needs root (or CAP_SYS_ADMIN) for the namespace: without it the step
-# fails with CI=true and is skipped otherwise.
+# Runs a command with the network cut: in a network namespace of its own (`unshare -n`) where only
+# loopback exists, so a test that still reaches a registry or any other host fails. scripts/test.sh
+# runs leg 1 this way when CI=true. Needs root (or CAP_SYS_ADMIN) for the namespace: without it
+# this fails with CI=true, and runs the command with the network as it is otherwise.
+#   bash scripts/test_offline.sh COMMAND [ARG ...]
+# With no command: leg 1 of the suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=.venv/bin
-OFFLINE_TESTS=(
-  tests/corpus
-  tests/ingest/capture/test_e2e.py
-  tests/config/test_browser_screens.py
-)
-if [ "$#" -gt 0 ]; then
-  OFFLINE_TESTS=("$@")
+if [ "$#" -eq 0 ]; then
+  set -- env -u DATABASE_URL -u REDIS_URL VAR_DIR="$PWD/var/test-offline" \
+    .venv/bin/python -m pytest -m "not services" -p no:cacheprovider
 fi
 if ! unshare -n true 2>/dev/null; then
-  echo "== offline step: cannot create a network namespace here (needs root and unshare)"
+  echo "== offline: cannot create a network namespace here (needs root and unshare)"
   [ "${CI:-false}" = "true" ] && exit 1
-  exit 0
+  exec "$@"
 fi
-echo "== offline step: leg 1, part of the suite, with the network cut (unshare -n, loopback only)"
-exec unshare -n -- sh -c 'ip link set lo up && exec "$@"' offline \
-  env -u DATABASE_URL -u REDIS_URL VAR_DIR="$PWD/var/test-offline" \
-  $BIN/python -m pytest -m "not services" -p no:cacheprovider "${OFFLINE_TESTS[@]}"
+exec unshare -n -- sh -c 'ip link set lo up && exec "$@"' offline "$@"

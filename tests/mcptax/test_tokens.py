@@ -366,6 +366,7 @@ def test_hanging_download_is_bounded(silent_proxy, tmp_path):
     result = run_python(
         """
         import threading
+        import requests, tiktoken.load  # imported here, so the bounded second goes to the network
         from mcptax import tokens
         tokens.LOAD_TIMEOUT_SECONDS = 1.0
 
