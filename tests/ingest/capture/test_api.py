@@ -258,10 +258,12 @@ def test_the_logging_proxy_pushes_to_the_real_api(live_server, team, settings, t
     # The proxy drains its push buffer before it exits; the API ingests each batch as it arrives,
     # so the call can be stored while the job of a later batch is still running: wait for both.
     wait_until(
-        lambda: ToolCall.objects.filter(team=team, tool="digest").exists()
-        and not IngestJob.objects.filter(team=team, source="api")
-        .exclude(status__in=["done", "failed"])
-        .exists(),
+        lambda: (
+            ToolCall.objects.filter(team=team, tool="digest").exists()
+            and not IngestJob.objects.filter(team=team, source="api")
+            .exclude(status__in=["done", "failed"])
+            .exists()
+        ),
         timeout=60,
         message="the pushed call, and every job of the push finished",
     )
