@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mcptax import tokens
-from mcptax.formats.records import canonical, sha256_hex, utf8
+from mcptax.fastjson import canonical_bytes
+from mcptax.formats.records import sha256_hex, utf8
 
 BULK_STRING_MIN_BYTES = 1024
 BULK_ARRAY_MIN_ELEMENTS = 100
@@ -99,9 +100,12 @@ class Figures:
     crlf_count: int
 
 
-def text_figures(text: str) -> Figures:
-    """Figures of a text exactly as a server would process it (sha256 as ``shasum -a 256``)."""
-    data = utf8(text)
+def text_figures(text: str, data: bytes | None = None) -> Figures:
+    """Figures of a text exactly as a server would process it (sha256 as ``shasum -a 256``).
+
+    ``data``: ``utf8(text)`` when the caller has it already (not encoded twice)."""
+    if data is None:
+        data = utf8(text)
     return Figures(
         bytes=len(data),
         lines=count_lines(text),
@@ -180,8 +184,10 @@ def _digest_arg(pointer: str, digest: dict[str, Any]) -> BulkArg:
     )
 
 
-def _figures_arg(pointer: str, kind: str, text: str, elements: int | None = None) -> BulkArg:
-    figures = text_figures(text)
+def _figures_arg(
+    pointer: str, kind: str, text: str, elements: int | None = None, data: bytes | None = None
+) -> BulkArg:
+    figures = text_figures(text, data)
     return BulkArg(
         pointer=pointer,
         kind=kind,
@@ -214,13 +220,20 @@ def find_bulk_arguments(arguments: dict[str, Any]) -> list[BulkArg]:
         pointer, key, value = stack.pop()
         if isinstance(value, str):
             content_key = key is not None and key.lower() in CONTENT_KEYS
-            if content_key or len(utf8(value)) >= BULK_STRING_MIN_BYTES:
+            # A character is 1 to 4 UTF-8 bytes: most strings are settled without encoding them.
+            if content_key or len(value) >= BULK_STRING_MIN_BYTES:
                 found.append(_figures_arg(pointer, "string", value))
+            elif len(value) * 4 >= BULK_STRING_MIN_BYTES:
+                data = utf8(value)
+                if len(data) >= BULK_STRING_MIN_BYTES:
+                    found.append(_figures_arg(pointer, "string", value, data=data))
         elif is_digest(value):
             found.append(_digest_arg(pointer, value[DIGEST_KEY]))
         elif isinstance(value, list):
             if len(value) >= BULK_ARRAY_MIN_ELEMENTS:
-                found.append(_figures_arg(pointer, "array", canonical(value), elements=len(value)))
+                data = canonical_bytes(value)
+                text = data.decode("utf-8", "surrogatepass")
+                found.append(_figures_arg(pointer, "array", text, elements=len(value), data=data))
             else:
                 stack.extend((f"{pointer}/{i}", None, v) for i, v in reversed(list(enumerate(value))))
         elif isinstance(value, dict):

@@ -41,6 +41,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from mcptax.fastjson import canonical_bytes
 from mcptax.formats.measures import duration_between, turn_shares
 from mcptax.formats.pending import LineState, PendingCall, Turn
 from mcptax.formats.records import (
@@ -359,14 +360,14 @@ class CallAssembler:
         if self.is_transcript:
             identity: list[Any] = ["transcript", frame.session_key, frame.client_call_id]
         else:
-            request_sha = sha256_hex(utf8(canonical(message)))
+            request_sha = sha256_hex(canonical_bytes(message))
             base = ["proxy", frame.session_key, frame.conn_id, message.get("id"), request_sha]
             # Counted by a digest of the identity: the count outlives a scan (``state``), kept small.
-            counted = sha256_hex(utf8(canonical(base)))[:32]
+            counted = sha256_hex(canonical_bytes(base))[:32]
             occurrence = self._occurrences[counted]
             self._occurrences[counted] += 1
             identity = [*base, occurrence]
-        return sha256_hex(utf8(canonical(identity)))
+        return sha256_hex(canonical_bytes(identity))
 
     def _agent(self, frame: Frame, meta: dict[str, Any] | None) -> AgentInfo | None:
         if frame.session_key in self._client_info:
@@ -392,7 +393,7 @@ class CallAssembler:
             argument_bytes = utf8(request.arguments_raw)
             arguments_raw: str | None = request.arguments_raw
         else:
-            argument_bytes = utf8(canonical(arguments))
+            argument_bytes = canonical_bytes(arguments)
             arguments_raw = None
         response = call.response.message if call.response is not None else None
         result = response.get("result") if isinstance(response, dict) else None

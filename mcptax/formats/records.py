@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from mcptax import fastjson
 from mcptax.discovery import DiscoveryEvent
 
 # docs/definitions.md's canonical JSON, defined once; re-exported for the parsers and the fidelity engine.
@@ -410,6 +411,14 @@ def load_json(data: bytes | str) -> tuple[Any, str | None]:
     Reasons: ``invalid_utf8``, ``invalid_json``, ``unrepresentable_number`` (NaN, Infinity,
     1e999, integers beyond Python's digit limit), ``too_deep``.
     """
+    fast = fastjson.loads_plain(data, MAX_JSON_DEPTH)
+    if fast is not fastjson.NotPlain:
+        return fast, None
+    return load_json_stdlib(data)
+
+
+def load_json_stdlib(data: bytes | str) -> tuple[Any, str | None]:
+    """``load_json`` by the standard library alone (what orjson's result must equal)."""
     if isinstance(data, bytes):
         try:
             text = data.decode("utf-8")
