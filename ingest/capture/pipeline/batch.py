@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +24,7 @@ from ingest.capture.pipeline.calls import CallStore
 from ingest.capture.pipeline.fidelity_step import FidelityStep
 from ingest.capture.pipeline.lease import LeaseLost
 from ingest.capture.pipeline.limits import keep_bytes, utf8_head
+from ingest.capture.pipeline.readahead import ReadAhead, gc_quiet
 from ingest.capture.pipeline.reading import Lines
 from ingest.capture.pipeline.sinks import discovery_sink
 from ingest.capture.signals import calls_ingested
@@ -104,7 +105,24 @@ class Run:
         self.discovery: Counter[str] = Counter(job.discovery_counts or {})
 
     def consume(self, items: Iterable[ObservedCall | LineOutcome | Discovered], lines: Lines) -> None:
+        """Persist ``items`` in batches; the input is read one batch ahead in a thread
+        (``readahead``) unless INGEST_READ_AHEAD is off. The last batch is flushed even empty."""
+        batches = self._batches(items, lines)
+        with gc_quiet():
+            if not settings.INGEST_READ_AHEAD:
+                for batch, bytes_done in batches:
+                    self.flush(batch, bytes_done)
+                return
+            with ReadAhead(batches) as ahead:
+                for batch, bytes_done in ahead:
+                    self.flush(batch, bytes_done)
+
+    def _batches(
+        self, items: Iterable[ObservedCall | LineOutcome | Discovered], lines: Lines
+    ) -> Iterator[tuple[_Batch, int]]:
+        """The batches and the input's position after each (no database: see ``readahead``)."""
         batch = _Batch()
+        limits = self.limits
         for item in items:
             if isinstance(item, ObservedCall):
                 batch.calls.append(item)
@@ -113,10 +131,10 @@ class Run:
                 batch.discovered.append(item)
             else:
                 batch.outcomes.append(item)
-            if batch.full(self.limits):
-                self.flush(batch, lines.position())
+            if batch.full(limits):
+                yield batch, lines.position()
                 batch = _Batch()
-        self.flush(batch, lines.position())
+        yield batch, lines.position()
 
     def flush(self, batch: _Batch, bytes_done: int) -> None:
         with transaction.atomic():
