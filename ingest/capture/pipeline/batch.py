@@ -137,6 +137,9 @@ class Run:
         yield batch, lines.position()
 
     def flush(self, batch: _Batch, bytes_done: int) -> None:
+        clients = [(o.session_key, o.agent) for o in batch.outcomes if o.agent is not None and o.session_key]
+        found = [(d.format, d.session_key) for d in batch.discovered] if discovery_sink() else []
+        self.store.ensure_parties(batch.calls, clients, found)
         with transaction.atomic():
             signal_ids = self.store.store(batch.calls)
             loaded = self._record_discovery(batch.discovered)

@@ -34,7 +34,7 @@ from ingest.capture.pipeline.values import (
     jsonrpc_id_text,
     parse_ts,
     server_reported_sha256,
-    text_is_db_safe,
+    stored_arguments,
 )
 from ingest.capture.signals import calls_storing
 from mcptax.bulk import BulkArg, find_reference
@@ -78,6 +78,47 @@ class CallStore:
         self.rows: list[ToolCall] = []
         self.arguments: list[BulkArgument] = []
 
+    def ensure_parties(
+        self,
+        calls: list[ObservedCall],
+        clients: list[tuple[str, AgentInfo]],
+        discovered: list[tuple[str, str]],
+    ) -> None:
+        """Create the agents and sessions a batch will point at, before its transaction and in
+        sorted order: each is committed at once, so two runs writing batches of one team side by
+        side (the ranges of a file) never wait for each other's uncommitted agent or session
+        while holding their own (a deadlock on ``unique_agent``). ``clients``: (session key,
+        agent) of the batch's lines that name a session's client; ``discovered``: (format,
+        session key) of its discovery records. The same rows, with the same values, as the
+        batch would create itself; calls already stored create nothing."""
+        by_key: dict[str, ObservedCall] = {}
+        for call in calls:
+            by_key.setdefault(call.dedupe_key, call)
+        existing = self._existing(list(by_key))
+        new = [call for key, call in by_key.items() if key not in existing]
+        first: dict[tuple[str, str, str, str], tuple[AgentInfo, datetime | None]] = {}
+        for call in new:
+            if call.agent is not None:
+                first.setdefault(self._agent_key(call.agent, []), (call.agent, parse_ts(call.request_ts)))
+        for _, info in clients:
+            first.setdefault(self._agent_key(info, []), (info, None))
+        for key in sorted(k for k in first if k not in self.agents):
+            self._agent(*first[key], [])
+        self._load_sessions(new)
+        for format, session_key in sorted(set(discovered)):
+            self.session_for(format, session_key)
+        for session_key, info in sorted(clients, key=lambda pair: pair[0]):
+            self.remember_client(session_key, info)
+
+    def _existing(self, keys: list[str]) -> dict[str, tuple[int, int]]:
+        """``{dedupe key: (call id, job id)}`` of the calls of the team among ``keys``."""
+        return {
+            key: (pk, job_id)
+            for key, pk, job_id in ToolCall.objects.filter(team=self.team, dedupe_key__in=keys).values_list(
+                "dedupe_key", "pk", "job_id"
+            )
+        }
+
     def store(self, calls: list[ObservedCall]) -> list[int]:
         """Store the calls not in the team yet; returns the ids of this job's calls among them."""
         self.forget_batch()
@@ -90,12 +131,7 @@ class CallStore:
             self.key_ours.clear()
         signal_ids: list[int] = []
         new: list[ObservedCall] = []
-        existing = {
-            key: (pk, job_id)
-            for key, pk, job_id in ToolCall.objects.filter(
-                team=self.team, dedupe_key__in=list(by_key)
-            ).values_list("dedupe_key", "pk", "job_id")
-        }
+        existing = self._existing(list(by_key))
         for key, call in by_key.items():
             if key in existing:
                 pk, job_id = existing[key]
@@ -203,14 +239,18 @@ class CallStore:
                 created.append(item)
         return created
 
-    def _agent(self, info: AgentInfo | None, ts: datetime | None, notes: list[str]) -> Agent | None:
-        if info is None:
-            return None
+    def _agent_key(self, info: AgentInfo, notes: list[str]) -> tuple[str, str, str, str]:
         family = fit(info.family, 60, "agent", notes) or "unknown"
         name = fit(info.name, 200, "agent", notes)
         version = fit(info.version, 100, "agent", notes)
         title = fit(info.title, 200, "agent", notes)
-        key = (family, name, version, title)
+        return (family, name, version, title)
+
+    def _agent(self, info: AgentInfo | None, ts: datetime | None, notes: list[str]) -> Agent | None:
+        if info is None:
+            return None
+        key = self._agent_key(info, notes)
+        family, name, version, title = key
         agent = self.agents.get(key)
         if agent is None:
             seen = ts or timezone.now()
@@ -249,7 +289,7 @@ class CallStore:
                     self.sessions[key] = session
 
         fetch()
-        missing = [key for key in wanted if key not in self.sessions]
+        missing = sorted(key for key in wanted if key not in self.sessions)  # one order for every run
         if not missing:
             return
         rows = []
@@ -356,39 +396,8 @@ class CallStore:
             no_content=call.no_content,
             ingest_notes=notes,
         )
-        stored, pointers, kept = self._arguments(bulk, notes)
+        stored, pointers, kept = stored_arguments(self.capture, bulk, notes)
         return _NewCall(call, row, stored, pointers, kept)
-
-    def _arguments(
-        self, bulk: list[BulkArg], notes: list[str]
-    ) -> tuple[list[BulkArg], list[str], list[bool]]:
-        """The arguments to store (one per pointer), their column-safe pointers and whether each
-        one's content is kept; what had to change is noted on the call."""
-        keep = self.capture.keep_bulk_content
-        max_bytes = self.capture.max_content_bytes
-        kept: list[bool] = []
-        for arg in bulk:
-            ok = bool(keep and arg.content is not None and arg.sha256 and (arg.bytes or 0) <= max_bytes)
-            if ok and not text_is_db_safe(arg.content or ""):
-                # The figures and hash are over the exact text; a stand-in copy would mislead.
-                notes.append(f"content_not_kept:{arg.pointer[:200]}:unstorable_characters")
-                ok = False
-            kept.append(ok)
-        stored: list[BulkArg] = []
-        pointers: list[str] = []
-        stored_kept: list[bool] = []
-        for arg, ok in zip(bulk, kept, strict=True):
-            pointer = arg.pointer
-            if len(pointer) > 500:
-                pointer = pointer[:500]
-                notes.append("shortened:pointer")
-            pointer = fit(pointer, 500, "pointer", notes)
-            if pointer in pointers:
-                continue  # two pointers the same once shortened: the first one is kept
-            stored.append(arg)
-            pointers.append(pointer)
-            stored_kept.append(ok)
-        return stored, pointers, stored_kept
 
     def _batch_contents(self, prepared: list[_NewCall]) -> dict[str, tuple[int, bool, str]]:
         """``{sha256: (bytes, is_array, text)}`` of the contents the batch keeps."""

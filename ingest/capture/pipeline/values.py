@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcptax.formats.records import canonical, load_json
+
+if TYPE_CHECKING:
+    from ingest.capture.models import TeamCaptureSettings
+    from mcptax.bulk import BulkArg
 
 _SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}$")
 
@@ -93,3 +97,35 @@ def jsonrpc_id_text(value: Any) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else canonical(value)
+
+
+def stored_arguments(
+    capture: TeamCaptureSettings, bulk: list[BulkArg], notes: list[str]
+) -> tuple[list[BulkArg], list[str], list[bool]]:
+    """The arguments to store (one per pointer), their column-safe pointers and whether each
+    one's content is kept; what had to change is noted on the call."""
+    keep = capture.keep_bulk_content
+    max_bytes = capture.max_content_bytes
+    kept: list[bool] = []
+    for arg in bulk:
+        ok = bool(keep and arg.content is not None and arg.sha256 and (arg.bytes or 0) <= max_bytes)
+        if ok and not text_is_db_safe(arg.content or ""):
+            # The figures and hash are over the exact text; a stand-in copy would mislead.
+            notes.append(f"content_not_kept:{arg.pointer[:200]}:unstorable_characters")
+            ok = False
+        kept.append(ok)
+    stored: list[BulkArg] = []
+    pointers: list[str] = []
+    stored_kept: list[bool] = []
+    for arg, ok in zip(bulk, kept, strict=True):
+        pointer = arg.pointer
+        if len(pointer) > 500:
+            pointer = pointer[:500]
+            notes.append("shortened:pointer")
+        pointer = fit(pointer, 500, "pointer", notes)
+        if pointer in pointers:
+            continue  # two pointers the same once shortened: the first one is kept
+        stored.append(arg)
+        pointers.append(pointer)
+        stored_kept.append(ok)
+    return stored, pointers, stored_kept
