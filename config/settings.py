@@ -355,6 +355,8 @@ INGEST_BATCH_BYTES = env_int("INGEST_BATCH_BYTES", 16 * 1024 * 1024)
 INGEST_USE_COPY = env_bool("INGEST_USE_COPY", True)
 # Read and parse the next batch in a thread while the current one is written (pipeline.readahead).
 INGEST_READ_AHEAD = env_bool("INGEST_READ_AHEAD", True)
+# COPY in binary format (no escaping of the texts); false: the text format.
+INGEST_COPY_BINARY = env_bool("INGEST_COPY_BINARY", True)
 # A running job whose heartbeat is older than this is taken to be dead and resumed by another worker.
 INGEST_JOB_LEASE_SECONDS = env_int("INGEST_JOB_LEASE_SECONDS", 120)
 # A job still queued this long after it was accepted is sent again by the stalled-job sweep (its

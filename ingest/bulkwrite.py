@@ -69,9 +69,40 @@ _PLAIN = (
 
 def _converter(f: models.Field[Any, Any]) -> Callable[[models.Model], Any]:
     name = f.attname
+    if isinstance(f, models.FloatField):  # the binary format takes a float, never an int
+        return lambda obj: None if getattr(obj, name) is None else float(getattr(obj, name))
     if isinstance(f, _PLAIN) and not isinstance(f, models.BigAutoField | models.AutoField):
         return lambda obj: getattr(obj, name)
     return lambda obj: f.get_db_prep_save(f.pre_save(obj, True), connection)
+
+
+# PostgreSQL column types and the names psycopg knows them by, for ``COPY`` in binary format
+# (texts go as they are, with no escaping on either side; a column of any other type makes the
+# table's COPY take the text format).
+_BINARY_TYPES = {
+    "bigint": "int8",
+    "integer": "int4",
+    "smallint": "int2",
+    "boolean": "bool",
+    "text": "text",
+    "varchar": "varchar",
+    "timestamp with time zone": "timestamptz",
+    "double precision": "float8",
+    "jsonb": "jsonb",
+    "bytea": "bytea",
+}
+
+
+def _binary_types(fields: Sequence[models.Field[Any, Any]]) -> list[str] | None:
+    """The psycopg type names of ``fields`` for a binary ``COPY``; None if one has no such name."""
+    names: list[str] = []
+    for f in fields:
+        db_type = str(f.db_type(connection) or "").split("(", 1)[0].strip()
+        name = _BINARY_TYPES.get(db_type)
+        if name is None:
+            return None
+        names.append(name)
+    return names
 
 
 def field(model: type[models.Model], name: str) -> models.Field[Any, Any]:
@@ -97,8 +128,11 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model], *, savepo
         return True
     fields = _columns(model)
     quote = connection.ops.quote_name
-    sql = "COPY {} ({}) FROM STDIN".format(
-        quote(model._meta.db_table), ", ".join(quote(str(f.column)) for f in fields)
+    types = _binary_types(fields) if settings.INGEST_COPY_BINARY else None
+    sql = "COPY {} ({}) FROM STDIN{}".format(
+        quote(model._meta.db_table),
+        ", ".join(quote(str(f.column)) for f in fields),
+        " (FORMAT BINARY)" if types else "",
     )
     try:
         # A savepoint, so a refused COPY leaves the batch's transaction usable; the psycopg
@@ -109,6 +143,8 @@ def copy_rows(model: type[models.Model], objs: Sequence[models.Model], *, savepo
             connection.wrap_database_errors,
             cursor.cursor.copy(sql) as copy,
         ):
+            if types:
+                copy.set_types(types)
             convert = [_converter(f) for f in fields]
             for obj in objs:
                 copy.write_row([to_db(obj) for to_db in convert])

@@ -115,12 +115,13 @@ def test_copy_and_the_insert_fallback_store_the_same_rows(tmp_path, settings, te
     settings.INGEST_BATCH_CALLS = 3
     path = mixed_log().write(tmp_path / "mixed.jsonl")
     stored = {}
-    for use_copy in (True, False):
-        settings.INGEST_USE_COPY = use_copy
+    # COPY in binary format (the default), COPY in text format, INSERTs.
+    for use_copy, binary in ((True, True), (True, False), (False, True)):
+        settings.INGEST_USE_COPY, settings.INGEST_COPY_BINARY = use_copy, binary
         assert bulkwrite.copy_supported() is use_copy
-        stored[use_copy] = _mixed_rows(path, team_factory(f"copy {use_copy}", alice))
-    assert stored[True] == stored[False]
-    _assert_mixed_log_rows(stored[True])
+        stored[use_copy, binary] = _mixed_rows(path, team_factory(f"copy {use_copy} {binary}", alice))
+    assert stored[True, True] == stored[True, False] == stored[False, True]
+    _assert_mixed_log_rows(stored[True, True])
 
 
 def test_the_insert_path_stores_every_row(tmp_path, settings, team):
