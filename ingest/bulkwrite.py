@@ -11,8 +11,9 @@ database and ``INGEST_USE_COPY=false`` take the ``bulk_create`` path, with the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -204,3 +205,44 @@ def widen_spans(
     model._default_manager.filter(pk__in=list(spans)).update(
         **{first: Least(Coalesce(F(first), starts), starts), last: Greatest(Coalesce(F(last), ends), ends)}
     )
+
+
+# -- writes kept for the end of a batch's transaction ------------------------------------------------
+
+_late = threading.local()
+
+
+@contextmanager
+def deferring() -> Iterator[list[Callable[[], None]]]:
+    """While the block runs, ``later`` collects the writes into the list yielded; the caller runs
+    them (last in its transaction: rows every run of a team writes, such as an agent's time span
+    or a rollup, are then locked only until the commit, so two runs side by side wait on each
+    other as little as possible)."""
+    previous = getattr(_late, "queue", None)
+    queue: list[Callable[[], None]] = []
+    _late.queue = queue
+    try:
+        yield queue
+    finally:
+        _late.queue = previous
+
+
+def later(write: Callable[[], None]) -> None:
+    """Run ``write`` at the end of the enclosing ``deferring`` block's work, or now outside one."""
+    queue = getattr(_late, "queue", None)
+    if queue is None:
+        write()
+    else:
+        queue.append(write)
+
+
+def later_mark() -> int:
+    """A point to drop the writes queued after (``later_drop``), when their savepoint rolls back."""
+    queue = getattr(_late, "queue", None)
+    return 0 if queue is None else len(queue)
+
+
+def later_drop(mark: int) -> None:
+    queue = getattr(_late, "queue", None)
+    if queue is not None:
+        del queue[mark:]

@@ -145,8 +145,13 @@ def _apply(team: Team, deltas: _Deltas, families: dict[int | None, str | None]) 
         values = [team.pk, day, agent_id, label, tool, verdict, bucket]
         values += [counts[name] for name in COUNTS] + [cost, reference_cost]
         (with_agent if agent_id is not None else without_agent).append(values)
-    _upsert(with_agent, agent=True)
-    _upsert(without_agent, agent=False)
+
+    # In a batch: at the end of its transaction (``bulkwrite.deferring``); else now.
+    def upsert() -> None:
+        _upsert(with_agent, agent=True)
+        _upsert(without_agent, agent=False)
+
+    bulkwrite.later(upsert)
 
 
 def _upsert(rows: list[list[Any]], *, agent: bool) -> None:

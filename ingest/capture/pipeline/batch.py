@@ -18,6 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from ingest import bulkwrite
 from ingest.capture.models import IngestJob, LineRecord, ToolCall
 from ingest.capture.pipeline import fidelity_step
 from ingest.capture.pipeline.calls import CallStore
@@ -140,11 +141,13 @@ class Run:
         clients = [(o.session_key, o.agent) for o in batch.outcomes if o.agent is not None and o.session_key]
         found = [(d.format, d.session_key) for d in batch.discovered] if discovery_sink() else []
         self.store.ensure_parties(batch.calls, clients, found)
-        with transaction.atomic():
+        with transaction.atomic(), bulkwrite.deferring() as late:
             signal_ids = self.store.store(batch.calls)
             loaded = self._record_discovery(batch.discovered)
             self._settle(batch.outcomes)
             self._save_progress(bytes_done)
+            for write in late:  # agents' spans and rollups, shared with other runs: last
+                write()
         sink = discovery_sink()
         if loaded and sink is not None:
             sink.after_batch(self.team, loaded)

@@ -186,6 +186,7 @@ class CallStore:
         arguments = self._argument_rows(prepared, content_ids)  # made once the calls have their ids
         for argument, pk in zip(arguments, argument_ids, strict=True):
             argument.pk = pk
+        mark = bulkwrite.later_mark()
         try:
             with transaction.atomic():  # a savepoint: the links and rollups go if the calls do
                 link_calls(self.team, rows, written=False)
@@ -193,6 +194,7 @@ class CallStore:
                 bulkwrite.copy_rows(ToolCall, rows, savepoint=False)
                 bulkwrite.copy_rows(BulkArgument, arguments, savepoint=False)
         except IntegrityError:
+            bulkwrite.later_drop(mark)  # the rollups of the rows not written
             for row in rows:
                 row.pk, row.linked_call_id, row.counts_in_rollups, row.in_rollups = None, None, True, False
             return None
@@ -476,5 +478,5 @@ class CallStore:
                 if pk is not None:
                     first, last = spans.get(pk, (ts, ts))
                     spans[pk] = (min(first, ts), max(last, ts))
-        bulkwrite.widen_spans(Agent, agents, "first_seen", "last_seen")
-        bulkwrite.widen_spans(CaptureSession, sessions, "first_ts", "last_ts")
+        bulkwrite.later(lambda: bulkwrite.widen_spans(Agent, agents, "first_seen", "last_seen"))
+        bulkwrite.later(lambda: bulkwrite.widen_spans(CaptureSession, sessions, "first_ts", "last_ts"))
