@@ -19,7 +19,8 @@ Uploads are written by ``ingest.capture.uploads``.
 
 Modules: ``jobs`` (creating jobs), ``lease`` (one run per job), ``reading`` (lines, format,
 parsing), ``values`` (database-safe values), ``calls`` (storing a batch of calls), ``batch`` (a run's
-batches, line accounting, progress), ``run`` (running a job: one pass or ranges), ``figures``
+batches, line accounting, progress), ``readahead`` (the next batch read and parsed in a thread
+while the current one is written), ``run`` (running a job: one pass or ranges), ``figures``
 (hashing and tokenizing a call's bulk arguments), ``links`` (proxy capture and transcript of one
 call), ``ranges`` (a large file read in line ranges by several workers, then
 stitched), ``watched`` (tailing a watched file, read on from its offset with the saved pairing
