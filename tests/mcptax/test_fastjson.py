@@ -169,3 +169,7 @@ def test_plain_values_take_the_fast_path() -> None:
     assert fastjson.loads_plain(b'{"a":1.5}', MAX_JSON_DEPTH) is fastjson.NotPlain
     assert fastjson.loads_plain(b"[18446744073709551616]", MAX_JSON_DEPTH) is fastjson.NotPlain
     assert fastjson.loads_plain(b"[[[]]]", 2) is fastjson.NotPlain
+    # A text holding a lone surrogate (not from a file: a caller's str) is read by json, as before.
+    for text in ('"\ud800"', '["a\udc00"]'):
+        assert fastjson.loads_plain(text, MAX_JSON_DEPTH) is fastjson.NotPlain
+        assert same(load_json(text), load_json_stdlib(text)) and load_json(text)[1] is None
