@@ -89,8 +89,9 @@ class CallStore:
         side (the ranges of a file) never wait for each other's uncommitted agent or session
         while holding their own (a deadlock on ``unique_agent``). ``clients``: (session key,
         agent) of the batch's lines that name a session's client; ``discovered``: (format,
-        session key) of its discovery records. The same rows, with the same values, as the
-        batch would create itself; calls already stored create nothing."""
+        session key) of its discovery records. The same rows the batch would create itself (a new
+        agent starts at its first new call's time, widened by the stored calls as before); calls
+        already stored create nothing."""
         by_key: dict[str, ObservedCall] = {}
         for call in calls:
             by_key.setdefault(call.dedupe_key, call)
