@@ -38,7 +38,10 @@ COVERING: dict[str, list[str]] = {
     ],
     "mcptax/formats/state.py": ["tests/mcptax/formats/test_ranges.py"],
     "mcptax/outbound/policy.py": ["tests/mcptax/outbound/test_policy.py"],
+    # The table's rules without a request first (fast), then through every page.
     "dashboard/teams/permissions.py": [
+        "tests/dashboard/teams/test_permission_rules.py",
+        "tests/dashboard/teams/test_permissions_pages.py",
         "tests/dashboard/teams/test_permissions.py",
         "tests/dashboard/teams/test_permissions_api.py",
     ],
