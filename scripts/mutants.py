@@ -36,7 +36,7 @@ COVERING: dict[str, list[str]] = {
         "tests/mcptax/formats/test_duplicates.py",
         "tests/mcptax/formats/test_ranges.py",
     ],
-    "mcptax/formats/state.py": ["tests/mcptax/formats/test_ranges.py"],
+    "mcptax/formats/state.py": ["tests/mcptax/formats/test_state.py", "tests/mcptax/formats/test_ranges.py"],
     "mcptax/outbound/policy.py": ["tests/mcptax/outbound/test_policy.py"],
     # The table's rules without a request first (fast), then through every page.
     "dashboard/teams/permissions.py": [
