@@ -37,7 +37,7 @@ def held_state() -> CallAssembler:
         ("s1", "conn-a"): [(_request("s1", "conn-a", 4), 4)],
         ("s2", "conn-b"): [(_request("s2", "conn-b", 8), 8)],
     }
-    a._seen_frames = {("s1", n) for n in (1, 2, 3, 4, 7, 8, 12)} | {("s2", 1), ("s2", 2)}
+    a._seen_frames = {("s1", n) for n in (1, 2, 3, 4, 7, 8, 12, 15)} | {("s2", 1), ("s2", 2)}
     return a
 
 
