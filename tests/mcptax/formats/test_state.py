@@ -18,7 +18,16 @@ CURSOR = AgentInfo(family="cursor", name="cursor-vscode", version=None, source="
 
 def _request(session: str, conn: str, seq: int) -> Frame:
     message = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "put", "arguments": {}}}
-    return Frame(kind="request", session_key=session, message=message, conn_id=conn, seq=seq, agent=CLAUDE)
+    return Frame(
+        kind="request",
+        session_key=session,
+        message=message,
+        conn_id=conn,
+        seq=seq,
+        agent=CLAUDE,
+        capture_truncated=True,
+        truncated_pointers=("/params/arguments/t",),
+    )
 
 
 def held_state() -> CallAssembler:
@@ -56,10 +65,10 @@ def test_a_dump_and_load_gives_back_every_piece_of_the_state() -> None:
 def test_consecutive_frame_numbers_are_kept_as_one_run() -> None:
     """What a state costs: one run per stretch of consecutive numbers, not one entry per frame."""
     a = CallAssembler("envelope")
-    a._seen_frames = {("s", n) for n in range(1, 10_001)} | {("s", 10_005)}
+    a._seen_frames = {("s", n) for n in [*range(1, 5_001), *range(5_005, 10_001), 10_005]}
     a._done_above_watermark = set(range(20, 120))
     state = to_json(a)
-    assert state["seen_frames"] == {"s": [[1, 10_000], [10_005, 10_005]]}
+    assert state["seen_frames"] == {"s": [[1, 5_000], [5_005, 10_000], [10_005, 10_005]]}
     assert state["done_above"] == [[20, 119]]
     assert len(dump(a)) < 500
 
@@ -74,10 +83,26 @@ def test_a_state_of_another_version_is_refused_by_name(version) -> None:
         load(pack({"assembler": state, "parser": {}}))
 
 
-def test_a_state_with_a_part_missing_is_refused() -> None:
+@pytest.mark.parametrize(
+    "damage",
+    [
+        {"idless": None},  # a part missing (KeyError)
+        {"lines": 5},  # not a list (TypeError)
+        {"lines": [[1]]},  # a pair short (ValueError)
+        {"pending": [[["s", "c", "c2s", 1], 99]]},  # a call that is not there (IndexError)
+    ],
+)
+def test_a_damaged_state_is_refused_as_unreadable(damage) -> None:
     state = to_json(held_state())
-    del state["idless"]
+    for part, value in damage.items():
+        if value is None:
+            del state[part]
+        else:
+            state[part] = value
     with pytest.raises(StateError, match="unreadable pairing state"):
         load(pack({"assembler": state, "parser": {}}))
+
+
+def test_bytes_that_are_no_state_are_refused() -> None:
     with pytest.raises(StateError, match="unreadable state"):
         load(json.dumps({"assembler": {}}).encode())
