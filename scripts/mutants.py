@@ -209,7 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="modules to run (default: every listed one)")
     parser.add_argument("--limit", type=int, default=None, help="a random sample of this many mutants each")
     parser.add_argument("--seed", type=int, default=29, help="the sample's seed")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per mutant's test run")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds per mutant's test run (a hung mutant counts as killed)",
+    )
     parser.add_argument("--count", action="store_true", help="count the mutants, run nothing")
     parser.add_argument("--diffs", action="store_true", help="print each survivor's diff")
     options = parser.parse_args(argv)
