@@ -3,6 +3,7 @@ and resolving once. The expected classes are written from the IANA special-purpo
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 
 import pytest
@@ -216,3 +217,11 @@ def test_a_refusal_writes_a_mapped_address_as_people_do() -> None:
         OutboundPolicy(resolver=lambda h, p: [str(mapped)]).resolve("proxy.example", 443)
     with pytest.raises(OutboundRefused, match=r"^proxy.example resolves to fe80::1, a link-local"):
         OutboundPolicy(resolver=lambda h, p: ["fe80::1"]).resolve("proxy.example", 443)
+
+
+def test_a_policy_cannot_be_loosened_once_built() -> None:
+    """One policy object is shared by every request of a process: nothing may widen it in place."""
+    policy = OutboundPolicy.from_entries(["10.0.0.0/8"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.allow_networks = parse_networks(["0.0.0.0/0"])  # type: ignore[misc]
+    assert not policy.allowed(ipaddress.ip_address("192.168.1.1"))
