@@ -29,12 +29,18 @@ PYTHON = sys.executable
 
 # Module -> the test files that cover it.
 COVERING: dict[str, list[str]] = {
-    "mcptax/tokens.py": ["tests/mcptax/test_tokens.py", "tests/mcptax/test_profiles.py"],
+    "mcptax/tokens.py": [
+        "tests/mcptax/test_tokens.py",
+        "tests/mcptax/test_profiles.py",
+        "tests/mcptax/test_bundled.py",
+    ],
     "mcptax/verdict_rules.py": ["tests/mcptax/test_verdict_rules.py"],
+    # Every log format goes through the assembler: its own tests first, then the formats'.
     "mcptax/formats/assemble.py": [
         "tests/mcptax/formats/test_assemble.py",
         "tests/mcptax/formats/test_duplicates.py",
         "tests/mcptax/formats/test_ranges.py",
+        "tests/mcptax/formats/",
     ],
     "mcptax/formats/state.py": ["tests/mcptax/formats/test_state.py", "tests/mcptax/formats/test_ranges.py"],
     "mcptax/outbound/policy.py": ["tests/mcptax/outbound/test_policy.py"],
