@@ -201,6 +201,7 @@ def test_an_address_from_every_row_is_refused_as_that_row(row: str, address: str
         ("ftp://mcp.example/", 443),  # a scheme without a default of its own
         ("http://mcp.example:99999/", 80),  # a port out of range: the scheme's default
         ("https://mcp.example:99999/", 443),
+        ("ftp://mcp.example:99999/", 443),
     ],
 )
 def test_the_save_time_check_resolves_the_url_s_port(url: str, port: int) -> None:
