@@ -189,6 +189,9 @@ def run(module: str, workdir: Path, options: argparse.Namespace) -> dict[str, ob
     started = time.monotonic()
     subprocess.run([*cosmic, "exec", str(cfg), str(session)], cwd=workdir, env=env, check=True)
     killed, judged, survivors = killed_share(session, options.diffs)
+    if options.keep:
+        Path(options.keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(session, Path(options.keep) / session.name)
     for survivor in survivors:
         print(f"    survived: {survivor}")
     share = 100.0 * killed / judged if judged else 0.0
@@ -223,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--count", action="store_true", help="count the mutants, run nothing")
     parser.add_argument("--diffs", action="store_true", help="print each survivor's diff")
+    parser.add_argument("--keep", metavar="DIR", help="copy each module's cosmic-ray session here")
     options = parser.parse_args(argv)
     modules = options.only or list(COVERING)
     with tempfile.TemporaryDirectory(prefix="mcptax-mutants-") as tmp:
