@@ -94,3 +94,15 @@ def test_a_proxy_call_s_dedupe_key_is_its_documented_identity() -> None:
         for n in range(3)
     ]
     assert [c.dedupe_key for c in calls_of(read_calls(lines, "envelope"))] == expected
+
+
+def test_an_identical_request_resent_while_pending_is_a_second_call() -> None:
+    """A proxy client retrying with the same id and the same request: the first went unanswered."""
+    items = list(
+        read_calls(
+            [env_line(1, "c2s", CALL), env_line(2, "c2s", CALL), env_line(3, "s2c", RESULT)], "envelope"
+        )
+    )
+    calls = calls_of(items)
+    assert [(c.line_numbers, c.unanswered) for c in calls] == [((1,), True), ((2, 3), False)]
+    assert_reconciles(items, 3)
