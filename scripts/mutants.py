@@ -33,6 +33,8 @@ COVERING: dict[str, list[str]] = {
         "tests/mcptax/test_tokens.py",
         "tests/mcptax/test_profiles.py",
         "tests/mcptax/test_bundled.py",
+        # The compiled tokenizer is loaded without its package (a start-up cost, checked here).
+        "tests/config/test_startup.py::test_counting_loads_bpe_openais_compiled_tokenizer_without_its_package",
     ],
     "mcptax/verdict_rules.py": ["tests/mcptax/test_verdict_rules.py"],
     # Every log format goes through the assembler: its own tests first, then the formats'.
