@@ -472,3 +472,17 @@ def test_property_hash_only_agrees_with_content(x, eol, newline):
     if "\r" not in x or ("\r" not in bare and "\n" not in bare):
         assert judge_expected_hash_only(arrived, x).verdict == with_content
     assert with_content in ("exact", "newline_only", "line_endings", "whitespace_only")
+
+
+@pytest.mark.parametrize("kept", [0, 1, 2])  # "[1,22]" is 6 bytes: an even length, as "[]" is
+def test_a_digest_only_prefix_of_elements_is_found_at_any_length(kept):
+    result = judge_arrived_hash_only([1, 22, 3][:kept], [1, 22, 3])
+    assert (result.verdict, result.arrived_elements, result.hypothesis) == (
+        "elements_dropped",
+        kept,
+        "element_prefix",
+    )
+
+
+def test_similarity_is_kept_to_six_decimals():
+    assert judge_content("abcde", ["abcde", "q"]).similarity == 0.555556  # 10 / 18 characters match
