@@ -252,6 +252,8 @@ def test_inconsistent_inputs_raise():
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("x"), expected="y")
+    with pytest.raises(ValueError):  # the other way round: whichever digest sorts first
+        judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("y"), expected="x")
     with pytest.raises(TypeError):
         judge_copy({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
 
