@@ -1,8 +1,9 @@
 """Mutation benchmark (not a CI step): how many planted bugs the tests covering each module kill.
 
     .venv/bin/pip install -e ".[mutation]"                 # cosmic-ray, once
-    .venv/bin/python scripts/mutants.py                    # every listed module (hours on 2 cores)
-    .venv/bin/python scripts/mutants.py --only mcptax/formats/state.py --limit 40
+    .venv/bin/python scripts/mutants.py --count            # how many mutants each module has
+    .venv/bin/python scripts/mutants.py --limit 60 --diffs  # a sample of 60 each (~45 min on 2 cores)
+    .venv/bin/python scripts/mutants.py --only mcptax/formats/state.py --keep var/mutants
 
 For each module, cosmic-ray (https://cosmic-ray.readthedocs.io) plants one mutation at a time and
 runs the test files that cover that module (listed below), on SQLite; a mutant the tests fail on
