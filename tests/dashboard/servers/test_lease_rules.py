@@ -138,3 +138,17 @@ def test_the_sweep_without_a_time_uses_the_clock(team):
     assert sweep_pending(enqueue=lambda pk: None) == []
     Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - timedelta(seconds=62))
     assert sweep_pending(enqueue=lambda pk: None) == [delivery.pk]
+
+
+def test_the_sweep_hands_on_at_most_500_at_a_time(team):
+    Channel.objects.bulk_create(
+        Channel(team=team, name=f"hook {i}", kind=ChannelKind.WEBHOOK, config={"url": "http://127.0.0.1:9/"})
+        for i in range(501)
+    )
+    deliveries = deliveries_for(open_alert(team).alert)
+    assert len(deliveries) == 501
+    Delivery.objects.update(next_attempt_at=AT - timedelta(hours=1))
+    first = sweep_pending(AT, enqueue=lambda pk: None)
+    assert len(first) == len(set(first)) == 500
+    Delivery.objects.filter(pk__in=first).update(processed=AT)
+    assert sweep_pending(AT, enqueue=lambda pk: None) == [d.pk for d in deliveries if d.pk not in set(first)]
