@@ -16,6 +16,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import tiktoken
 
 from mcptax import bundled, tokens
 
@@ -134,3 +135,14 @@ def test_a_missing_package_is_a_clear_error():
     )
     with pytest.raises(bundled.BundledEncodingError, match="'no_such_package_here'.*not installed"):
         bundled.locate(spec)
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_an_encoding_object_of_the_same_name_is_counted_by_its_own_vocabulary(name):
+    """Only the encoding this module loaded goes to the fast counter: another object that merely
+    carries the name (a test's copy, a custom vocabulary) is counted by what it holds."""
+    bytes_only = tiktoken.Encoding(
+        name=name, pat_str=r"\S+|\s+", mergeable_ranks={bytes([i]): i for i in range(256)}, special_tokens={}
+    )
+    assert tokens.count("hello world", bytes_only) == len("hello world")  # no merges: one per byte
+    assert tokens.count("hello world", tokens.get_encoding(name)) == tokens.count("hello world", name) == 2

@@ -280,6 +280,13 @@ def test_load_tools_document_rejects_other_shapes_clearly(document, message):
         tokens.load_tools_document(document if isinstance(document, str) else json.dumps(document))
 
 
+def test_a_document_without_tools_names_its_first_eight_keys():
+    document = {f"k{i}": i for i in range(10)}
+    with pytest.raises(ValueError, match=r"found keys \['k0', .*'k7'\]$") as refused:
+        tokens.load_tools_document(json.dumps(document))
+    assert "k8" not in str(refused.value)
+
+
 # --- encodings ---------------------------------------------------------------------------------
 
 

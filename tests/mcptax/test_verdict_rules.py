@@ -252,6 +252,8 @@ def test_inconsistent_inputs_raise():
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("x"), expected="y")
+    with pytest.raises(ValueError):  # the other way round: whichever digest sorts first
+        judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("y"), expected="x")
     with pytest.raises(TypeError):
         judge_copy({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
 
@@ -472,3 +474,17 @@ def test_property_hash_only_agrees_with_content(x, eol, newline):
     if "\r" not in x or ("\r" not in bare and "\n" not in bare):
         assert judge_expected_hash_only(arrived, x).verdict == with_content
     assert with_content in ("exact", "newline_only", "line_endings", "whitespace_only")
+
+
+@pytest.mark.parametrize("kept", [0, 1, 2])  # "[1,22]" is 6 bytes: an even length, as "[]" is
+def test_a_digest_only_prefix_of_elements_is_found_at_any_length(kept):
+    result = judge_arrived_hash_only([1, 22, 3][:kept], [1, 22, 3])
+    assert (result.verdict, result.arrived_elements, result.hypothesis) == (
+        "elements_dropped",
+        kept,
+        "element_prefix",
+    )
+
+
+def test_similarity_is_kept_to_six_decimals():
+    assert judge_content("abcde", ["abcde", "q"]).similarity == 0.555556  # 10 / 18 characters match

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 
 from mcptax.formats import LineOutcome, read_calls
+from mcptax.tokens import canonical
 from tests.mcptax.formats.helpers import (
     CALL,
     RESULT,
@@ -78,3 +81,28 @@ def test_resume_after_a_kill_accounts_for_every_line_once(name: str) -> None:
         # Every call a resumed outcome names was stored before the kill or is yielded again.
         for outcome in outcomes_of(resumed).values():
             assert set(outcome.call_keys) <= persisted_keys | {c.dedupe_key for c in calls_of(resumed)}
+
+
+def test_a_proxy_call_s_dedupe_key_is_its_documented_identity() -> None:
+    """Keys are stored: a log ingested again after an upgrade must give the keys it gave before.
+    The identity (module docstring): session, connection, JSON-RPC id, the request's digest and
+    the occurrence number of that identity, 0, 1, 2, ..."""
+    lines = [env_line(i, "c2s" if i % 2 else "s2c", CALL if i % 2 else RESULT) for i in range(1, 7)]
+    request = hashlib.sha256(canonical(CALL).encode()).hexdigest()
+    expected = [
+        hashlib.sha256(canonical(["proxy", "s", "", CALL["id"], request, n]).encode()).hexdigest()
+        for n in range(3)
+    ]
+    assert [c.dedupe_key for c in calls_of(read_calls(lines, "envelope"))] == expected
+
+
+def test_an_identical_request_resent_while_pending_is_a_second_call() -> None:
+    """A proxy client retrying with the same id and the same request: the first went unanswered."""
+    items = list(
+        read_calls(
+            [env_line(1, "c2s", CALL), env_line(2, "c2s", CALL), env_line(3, "s2c", RESULT)], "envelope"
+        )
+    )
+    calls = calls_of(items)
+    assert [(c.line_numbers, c.unanswered) for c in calls] == [((1,), True), ((2, 3), False)]
+    assert_reconciles(items, 3)

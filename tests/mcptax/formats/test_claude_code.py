@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import tiktoken
 
-from mcptax.formats import detect_format, read_calls
+from mcptax.formats import detect_format, parse, read_calls
+from mcptax.formats.assemble import assemble
 from tests.mcptax.formats.helpers import LOGS, assert_reconciles, calls_of, outcomes_of, run
 
 
@@ -163,3 +165,14 @@ def test_claude_code_repeated_line_is_one_call_and_sidechains_keep_their_own_tur
     assert calls["t2"].output_tokens == 70 and calls["t2"].line_numbers == (3, 6)
     assert calls["t3"].unanswered and calls["t3"].output_tokens == 9 and calls["t3"].result is None
     assert outcomes_of(items)[4].reason == "not_a_tool_call"
+
+
+def test_a_tailed_log_yields_a_call_once_the_next_line_of_the_chain_closes_its_turn() -> None:
+    """A watched file is read without an end: the call must come out as soon as a line that is
+    not a copy of its message (here its tool result) closes the turn, not when the file ends."""
+    lines = [_cc("assistant", _tool_use("m1", "t1", 5)), _cc("user", _tool_result("t1"))]
+    items = list(assemble(parse(io.BytesIO(b"".join(lines)), "claude-code"), "claude-code", finish=False))
+    assert [(c.client_call_id, c.output_tokens, c.line_numbers) for c in calls_of(items)] == [
+        ("t1", 5, (1, 2))
+    ]
+    assert_reconciles(items, len(lines))

@@ -114,3 +114,16 @@ def test_codex_raw_arguments_token_counts_and_results() -> None:
     outcomes = outcomes_of(items)
     assert (outcomes[11].status, outcomes[11].reason) == ("quarantined", "invalid_arguments_json")
     assert outcomes[10].reason == "token_count" and outcomes[15].reason == "meta"
+
+
+def test_an_end_record_after_the_output_completes_the_call_and_counts_its_line() -> None:
+    """The output line first, then the end record (with the duration): one call, formed by both."""
+    data = (LOGS / "codex_rollout_mcp_events.jsonl").read_bytes().splitlines(keepends=True)
+    lines = [*data[:4], data[5], data[4]]  # function_call, begin, output, end
+    items = list(read_calls(lines, "codex"))
+    assert_reconciles(items, len(lines))
+    (write,) = calls_of(items)
+    assert (write.client_call_id, write.line_numbers, write.duration_ms) == ("call_A1", (3, 5, 6), 250.0)
+    outcomes = outcomes_of(items)
+    assert outcomes[5].status == outcomes[6].status == "call"
+    assert outcomes[6].call_keys == (write.dedupe_key,)

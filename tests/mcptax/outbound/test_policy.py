@@ -3,6 +3,7 @@ and resolving once. The expected classes are written from the IANA special-purpo
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 
 import pytest
@@ -189,3 +190,39 @@ def test_an_address_from_every_row_is_refused_as_that_row(row: str, address: str
     with pytest.raises(OutboundRefused) as refused:
         OutboundPolicy().check_address(ip)
     assert f"{kind} address" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "port"),
+    [
+        ("http://mcp.example/mcp", 80),
+        ("https://mcp.example/mcp", 443),
+        ("http://mcp.example:8080/mcp", 8080),
+        ("ftp://mcp.example/", 443),  # a scheme without a default of its own
+        ("http://mcp.example:99999/", 80),  # a port out of range: the scheme's default
+        ("https://mcp.example:99999/", 443),
+        ("ftp://mcp.example:99999/", 443),
+    ],
+)
+def test_the_save_time_check_resolves_the_url_s_port(url: str, port: int) -> None:
+    asked: list[tuple[str, int]] = []
+    OutboundPolicy(resolver=lambda host, p: asked.append((host, p)) or ["1.1.1.1"]).check_url(url)
+    assert asked == [("mcp.example", port)]
+
+
+def test_a_refusal_writes_a_mapped_address_as_people_do() -> None:
+    mapped = ipaddress.ip_address("::ffff:127.0.0.1")
+    with pytest.raises(
+        OutboundRefused, match=r"^proxy.example resolves to ::ffff:127\.0\.0\.1, an IPv4-mapped"
+    ):
+        OutboundPolicy(resolver=lambda h, p: [str(mapped)]).resolve("proxy.example", 443)
+    with pytest.raises(OutboundRefused, match=r"^proxy.example resolves to fe80::1, a link-local"):
+        OutboundPolicy(resolver=lambda h, p: ["fe80::1"]).resolve("proxy.example", 443)
+
+
+def test_a_policy_cannot_be_loosened_once_built() -> None:
+    """One policy object is shared by every request of a process: nothing may widen it in place."""
+    policy = OutboundPolicy.from_entries(["10.0.0.0/8"])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.allow_networks = parse_networks(["0.0.0.0/0"])  # type: ignore[misc]
+    assert not policy.allowed(ipaddress.ip_address("192.168.1.1"))
