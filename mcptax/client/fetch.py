@@ -16,6 +16,7 @@ import anyio.abc
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcptax.client import fasthttp
 from mcptax.client.errors import classify
 from mcptax.client.http import sse, streamable_http
 from mcptax.client.stdio import STDIN_CLOSE_GRACE, bounded_stdio
@@ -220,8 +221,27 @@ def fetch_tools_sync(
     include_prompts_resources: bool = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
     mode: str = "auto",
+    fast: bool = True,
 ) -> FetchResult:
-    """``fetch_tools`` for synchronous callers (Celery tasks, management commands)."""
+    """``fetch_tools`` for synchronous callers (Celery tasks, management commands).
+
+    A Streamable HTTP server is asked through the SDK-free fast path first (:mod:`.fasthttp`:
+    the same messages, limits, timeouts and outbound policy, the same result); a server that
+    leaves it is asked again through the SDK. ``fast=False`` goes to the SDK at once.
+    """
+    if fast and target.transport == "http":
+        _validate_limits(connect_timeout, total_timeout, max_bytes)
+        result = fasthttp.fetch(
+            target,
+            connect_timeout=connect_timeout,
+            total_timeout=total_timeout,
+            max_bytes=max_bytes,
+            include_prompts_resources=include_prompts_resources,
+            outbound=outbound,
+            mode=mode,
+        )
+        if result is not None:
+            return result
     call = functools.partial(
         fetch_tools,
         target,
