@@ -51,8 +51,13 @@ def record_eras(snapshot: Snapshot, asked: FetchResult, other: FetchResult | Non
             snapshot.sha256, snapshot.tool_count, snapshot.fixed_tax_tokens, snapshot.encoding, True
         )
         sha = tokens.snapshot_sha256(other.tools)
+        known = (snapshot.eras or {}).get(other.protocol_version or "")
         if sha == snapshot.sha256:
             figure = _figure(sha, snapshot.tool_count, snapshot.fixed_tax_tokens, snapshot.encoding, False)
+        elif _same_list(known, sha, snapshot.encoding):
+            # The same bytes as when this snapshot last counted them: the same figure, not counted again.
+            assert known is not None
+            figure = _figure(sha, known["tool_count"], known["fixed_tax_tokens"], snapshot.encoding, False)
         else:
             report = tokens.account(other.tools, other.instructions, encoding=snapshot.encoding)
             figure = _figure(sha, report.tool_count, report.fixed_tax_tokens, snapshot.encoding, False)
@@ -60,6 +65,17 @@ def record_eras(snapshot: Snapshot, asked: FetchResult, other: FetchResult | Non
     if eras != (snapshot.eras or {}):
         Snapshot.objects.filter(pk=snapshot.pk).update(eras=eras)
         snapshot.eras = eras
+
+
+def _same_list(known: Any, sha: str, encoding: str) -> bool:
+    """A figure kept for a list of exactly these bytes (its sha256), counted in this encoding."""
+    return (
+        isinstance(known, dict)
+        and known.get("sha256") == sha
+        and known.get("encoding") == encoding
+        and isinstance(known.get("tool_count"), int)
+        and isinstance(known.get("fixed_tax_tokens"), int)
+    )
 
 
 def _figure(sha: str, tool_count: int, fixed_tax: int, encoding: str, asked: bool) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 import tiktoken
 from django.urls import reverse
 
+from dashboard.servers import eras
 from dashboard.servers.models import McpServer, Snapshot, Transport
 from dashboard.tasks import poll as poll_server
 from tests.helpers import compact
@@ -115,3 +116,25 @@ def test_the_team_chooses_its_era_on_the_settings_page(team, alice_client):
     assert alice_client.post(url, form).status_code == 302
     team.refresh_from_db()
     assert team.protocol_era == "modern"
+
+
+def test_an_unchanged_poll_reuses_the_other_eras_figure_and_counts_only_new_bytes(team, monkeypatch):
+    server = _server(team)
+    first = _poll(server)
+    counted: list[int] = []
+    real_account = eras.tokens.account
+
+    def account(tools, *args, **kwargs):
+        counted.append(len(tools))
+        return real_account(tools, *args, **kwargs)
+
+    monkeypatch.setattr(eras.tokens, "account", account)
+    second = _poll(server)
+    assert second.pk == first.pk and second.eras == first.eras
+    assert counted == [], "the same bytes in the other era are not counted again"
+    # A kept figure for other bytes (or another encoding) is counted afresh, not trusted.
+    stale = {**first.eras["2026-07-28"], "sha256": "0" * 64, "fixed_tax_tokens": 1}
+    Snapshot.objects.filter(pk=first.pk).update(eras={**first.eras, "2026-07-28": stale})
+    third = _poll(server)
+    assert counted == [1]
+    assert third.eras == first.eras and third.eras["2026-07-28"]["fixed_tax_tokens"] == expected_tax("modern")
