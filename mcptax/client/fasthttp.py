@@ -85,6 +85,8 @@ class _Session:
         self.next_id = 1
         self.waiting_for = "its first answer"
         self.phase = "connect"
+        # What the answer in flight is read as ("json", "sse"; "" for a notification's).
+        self.reading = ""
 
     def headers(self, send: plain.Send | None = None) -> httpx.Headers:
         headers = self.base.copy()
@@ -108,6 +110,7 @@ class _Session:
     def exchange(self, send: plain.Send) -> dict[str, Any] | None:
         """Send one message; the answer to a request (a JSON-RPC message), None for a notification."""
         request_id = None if send.notify else self.next_id
+        self.reading = "" if send.notify else "json"
         if request_id is not None:
             self.next_id += 1
             self.waiting_for = send.method
@@ -146,6 +149,7 @@ class _Session:
                 raise plain.OffPath  # a notification where the SDK waits for the answer
             return answer
         if content_type.startswith("text/event-stream"):
+            self.reading = "sse"
             return self._events(response, request_id)
         raise plain.OffPath
 
@@ -188,6 +192,20 @@ class _Session:
         with contextlib.suppress(httpx.HTTPError, OutboundRefused, _Deadline):
             self.client.request("DELETE", self.url, headers=self.headers(), timeout=self.timeout())
 
+    def dropped(self, exc: httpx.TransportError) -> PollError | None:
+        """The SDK path's account of a server that dropped the connection while answering (a
+        server that died cannot be asked again); None for a notification, which the SDK reads
+        otherwise."""
+        if self.reading == "sse":
+            return PollError(
+                # The SDK closes the request with an error first: nothing is pending when it says so.
+                "crashed",
+                f"{self.url}: connection closed before the answer to its first answer",
+            )
+        if self.reading == "json":
+            return PollError("crashed", f"{self.url} dropped the connection while answering: {exc}")
+        return None
+
     def timeout_error(self, connect: float, total: float) -> PollError:
         if self.phase == "connect":
             return PollError(
@@ -221,8 +239,8 @@ def _count(session: _Session, listed: plain.Listed, result: FetchResult) -> None
             result.prompts_count = _drive(session, plain.count_listing("prompts", listed.modern))
         if listed.advertised("resources"):
             result.resources_count = _drive(session, plain.count_listing("resources", listed.modern))
-    except (_Deadline, httpx.TimeoutException):
-        pass  # the tools arrived: a listing that could not be taken in time is unknown
+    except (_Deadline, httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError):
+        pass  # the tools arrived: a listing that could not be taken (in time) is unknown
 
 
 def fetch(
@@ -254,6 +272,11 @@ def fetch(
         raise session.timeout_error(connect_timeout, total_timeout) from None
     except OutboundRefused as exc:
         raise PollError("connect_error", f"refused by the outbound policy: {exc}") from None
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        dropped = session.dropped(exc)
+        if dropped is None:
+            return None
+        raise dropped from None
     except httpx.HTTPError:
         return None  # a failed connection, a dropped one: the SDK's account of it is the one recorded
     finally:

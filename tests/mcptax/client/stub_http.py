@@ -106,7 +106,8 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
         def _reply(self, status: int, content_type: str, body: bytes, extra: dict[str, str]) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
+            if "Content-Length" not in extra:
+                self.send_header("Content-Length", str(len(body)))
             for name, value in extra.items():
                 self.send_header(name, value)
             self.end_headers()
@@ -118,6 +119,11 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             message = json.loads(body)
             if stub.scenario == "redirect" and message.get("method") == "tools/list":
                 self._reply(307, "text/plain", b"", {"Location": "http://127.0.0.1:9/elsewhere"})
+                return
+            if stub.scenario == "cut_sse" and message.get("method") == "tools/list":
+                # Headers promising more than is sent, half an event, and the connection closed.
+                self.close_connection = True
+                self._reply(200, "text/event-stream", b'data: {"jsonrpc": "2.0", ', {"Content-Length": "500"})
                 return
             status, content_type, answer = _answer(stub, message)
             extra = {"Mcp-Session-Id": "session-7"}

@@ -188,3 +188,19 @@ def test_a_refused_connection_is_the_sdks_account_of_it():
     assert fast(url) is None
     assert product(url) == sdk(url)
     assert product(url)[0] == "connect_error"
+
+
+def test_a_server_that_dies_mid_answer_is_the_sdks_crash_not_asked_again():
+    with serve_http("misbehaving", "--mode", "exit_mid") as first:
+        reference = sdk(first)
+    with serve_http("misbehaving", "--mode", "exit_mid") as second:
+        result = fast(second)
+    assert reference[0] == "crashed" and "dropped the connection while answering" in reference[1]
+    assert result == (reference[0], reference[1].replace(first, second))
+
+
+def test_an_sse_answer_cut_short_is_the_sdks_crash():
+    with stub_http.serve("cut_sse") as stub:
+        reference = sdk(stub.url)
+        assert fast(stub.url) == reference
+    assert reference[0] == "crashed" and reference[1].startswith(f"{stub.url}: connection closed before")
