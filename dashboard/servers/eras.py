@@ -11,34 +11,47 @@ again in the handshake era; the team's ``protocol_era`` decides which answer bec
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from dashboard.servers.models import McpServer, Snapshot
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError
+from mcptax.client.target import Listings
 
 MODERN_REVISIONS = ("2026-07-28",)
 HANDSHAKE, MODERN = "handshake", "modern"
 
 
 def fetch_in_eras(
-    server: McpServer, fetch: Callable[[str], FetchResult]
+    server: McpServer, fetch: Callable[[str, Listings], FetchResult]
 ) -> tuple[FetchResult, FetchResult | None]:
     """(the answer the team's figures follow, the other era's answer or None).
 
-    `fetch(mode)` asks the server once in the SDK's ``mode`` (``auto`` or ``legacy``). A server
-    that does not speak the modern revision is asked once; one that speaks only it keeps that
-    answer whatever the team follows (a failure to answer in the other era is no poll failure).
+    `fetch(mode, listings)` asks the server once in the SDK's ``mode`` (``auto`` or ``legacy``),
+    counting prompts and resources as ``listings`` says: only in the answer that is kept (the
+    other era's counts would be thrown away). A server that does not speak the modern revision is
+    asked once; one that speaks only it keeps that answer whatever the team follows (a failure to
+    answer in the other era is no poll failure).
     """
-    first = fetch("auto")
+    follows_modern = server.team.protocol_era == MODERN
+
+    def kept(version: str) -> bool:
+        return follows_modern or version not in MODERN_REVISIONS
+
+    first = fetch("auto", kept)
     if first.protocol_version not in MODERN_REVISIONS:
         return first, None
     try:
-        handshake = fetch("legacy")
+        handshake = fetch("legacy", not follows_modern)
     except PollError:
+        if not follows_modern:
+            # The modern answer is kept after all: ask again for it with its counts.
+            with contextlib.suppress(PollError):
+                first = fetch("auto", True)
         return first, None
-    if server.team.protocol_era == MODERN:
+    if follows_modern:
         return first, handshake
     return handshake, first
 

@@ -36,6 +36,7 @@ from dashboard.system.broker import Enqueue
 from mcptax import findings as findings_mod
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget
+from mcptax.client.target import Listings
 
 log = logging.getLogger(__name__)
 # The Celery task that polls one server (dashboard.tasks), sent by name so nothing here imports it.
@@ -123,12 +124,13 @@ def poll_and_record(
         try:
             from mcptax.client.fetch import fetch_tools_sync  # the MCP SDK, only when polling
 
-            def fetch(mode: str) -> FetchResult:
+            def fetch(mode: str, listings: Listings) -> FetchResult:
                 return fetch_tools_sync(
                     target_for(server),
                     connect_timeout=settings.POLL_CONNECT_TIMEOUT,
                     total_timeout=settings.POLL_TOTAL_TIMEOUT,
                     max_bytes=settings.POLL_MAX_BYTES,
+                    include_prompts_resources=listings,
                     outbound=outbound.policy(),
                     mode=mode,
                 )

@@ -33,7 +33,14 @@ from typing import Any
 import httpx
 
 from mcptax.client import plain
-from mcptax.client.target import ENVELOPE_SLACK_BYTES, FetchResult, PollError, ServerTarget
+from mcptax.client.target import (
+    ENVELOPE_SLACK_BYTES,
+    FetchResult,
+    Listings,
+    PollError,
+    ServerTarget,
+    wants_listings,
+)
 from mcptax.outbound import OutboundPolicy, OutboundRefused, PinnedTransport
 
 # What the SDK's client says it is (httpx2's default), so a server sees the same request.
@@ -249,7 +256,7 @@ def fetch(
     connect_timeout: float,
     total_timeout: float,
     max_bytes: int,
-    include_prompts_resources: bool = True,
+    include_prompts_resources: Listings = True,
     outbound: OutboundPolicy,
     mode: str = "auto",
 ) -> FetchResult | None:
@@ -264,7 +271,7 @@ def fetch(
     try:
         listed: plain.Listed = _drive(session, plain.tools_exchange(mode, max_bytes))
         result = plain.result(listed, session.started)
-        if include_prompts_resources:
+        if wants_listings(include_prompts_resources, listed.version):
             _count(session, listed, result)
     except plain.OffPath:
         return None

@@ -25,10 +25,12 @@ from mcptax.client.target import (
     ENVELOPE_SLACK_BYTES,
     MAX_PAGES,
     FetchResult,
+    Listings,
     PollError,
     ServerTarget,
     repeated_cursor,
     too_many_pages,
+    wants_listings,
 )
 from mcptax.outbound import OutboundPolicy
 
@@ -99,7 +101,7 @@ async def fetch_tools(
     connect_timeout: float,
     total_timeout: float,
     max_bytes: int,
-    include_prompts_resources: bool = True,
+    include_prompts_resources: Listings = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
     process: anyio.abc.Process | None = None,
     stdin_grace: float | None = None,
@@ -111,7 +113,8 @@ async def fetch_tools(
     ``total_timeout`` bounds the whole exchange (stopping a stdio server may take up to a few
     seconds more, shielded). ``max_bytes`` bounds the sum of the raw ``tools/list`` results
     (``payload_bytes``). Prompts and resources are counted only when advertised, and only with
-    the time left; a count that could not be taken is ``None``. HTTP and SSE connections go
+    the time left; a count that could not be taken is ``None``. ``include_prompts_resources`` may
+    be a test of the negotiated protocol version (count only for the era the caller keeps). HTTP and SSE connections go
     only where ``outbound`` allows (a refusal is a ``connect_error`` naming the address's class).
 
     A stdio ``target`` whose server the caller started already (:mod:`.spawn`) passes it as
@@ -146,7 +149,7 @@ async def fetch_tools(
                 scope.deadline = started + total_timeout
                 result = await _list_all_tools(client, capture)
                 result.handshake = capture.handshake
-                if include_prompts_resources:
+                if wants_listings(include_prompts_resources, result.protocol_version):
                     phase = "prompts/list and resources/list"
                     await _count_prompts_resources(client, result)
     except Exception as exc:
@@ -218,7 +221,7 @@ def fetch_tools_sync(
     connect_timeout: float,
     total_timeout: float,
     max_bytes: int,
-    include_prompts_resources: bool = True,
+    include_prompts_resources: Listings = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
     mode: str = "auto",
     fast: bool = True,

@@ -17,6 +17,8 @@ from django.urls import reverse
 from dashboard.servers import eras
 from dashboard.servers.models import McpServer, Snapshot, Transport
 from dashboard.tasks import poll as poll_server
+from examples.servers.launch import serve_http
+from mcptax.client import plain
 from tests.helpers import compact
 from tests.servers import two_eras
 
@@ -138,3 +140,23 @@ def test_an_unchanged_poll_reuses_the_other_eras_figure_and_counts_only_new_byte
     third = _poll(server)
     assert counted == [1]
     assert third.eras == first.eras and third.eras["2026-07-28"]["fixed_tax_tokens"] == expected_tax("modern")
+
+
+@pytest.mark.parametrize(("era", "modern"), [("handshake", False), ("modern", True)])
+def test_prompts_and_resources_are_counted_only_in_the_answer_kept(team, monkeypatch, era, modern):
+    listed: list[tuple[str, bool]] = []
+    real = plain.count_listing
+
+    def count_listing(kind, is_modern):
+        listed.append((kind, is_modern))
+        return real(kind, is_modern)
+
+    monkeypatch.setattr(plain, "count_listing", count_listing)
+    team.protocol_era = era
+    team.save()
+    with serve_http("lean") as url:
+        server = McpServer.objects.create(team=team, name="lean", transport=Transport.HTTP, url=url)
+        snapshot = _poll(server)
+    assert set(snapshot.eras) == {"2025-11-25", "2026-07-28"}, "asked in both eras"
+    assert listed == [("prompts", modern), ("resources", modern)]
+    assert (snapshot.prompts_count, snapshot.resources_count) == (0, 0), "counted, in the kept answer"
