@@ -264,9 +264,12 @@ def fetch(
     for it. Raises ``PollError`` for a timeout or an outbound refusal, as the SDK path does."""
     if target.transport != "http":
         return None
-    session = _Session(
-        target, _client(outbound), max_bytes + ENVELOPE_SLACK_BYTES, connect_timeout, total_timeout
-    )
+    try:
+        session = _Session(
+            target, _client(outbound), max_bytes + ENVELOPE_SLACK_BYTES, connect_timeout, total_timeout
+        )
+    except Exception:
+        return None  # headers httpx will not send, say: the SDK's account of them is the one recorded
     session.client.cookies = httpx.Cookies()  # this exchange's own, as in a client of one poll
     try:
         listed: plain.Listed = _drive(session, plain.tools_exchange(mode, max_bytes))
@@ -284,8 +287,12 @@ def fetch(
         if dropped is None:
             return None
         raise dropped from None
-    except httpx.HTTPError:
-        return None  # a failed connection, a dropped one: the SDK's account of it is the one recorded
+    except PollError:
+        raise  # the exchange's own (payload over the limit, a repeated cursor): the SDK path's too
+    except Exception:
+        # A failed connection, a URL or header httpx refuses, anything unforeseen: the SDK's
+        # account of it is the one recorded.
+        return None
     finally:
         session.close()
         session.client.cookies = httpx.Cookies()

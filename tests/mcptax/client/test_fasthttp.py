@@ -204,3 +204,15 @@ def test_an_sse_answer_cut_short_is_the_sdks_crash():
         reference = sdk(stub.url)
         assert fast(stub.url) == reference
     assert reference[0] == "crashed" and reference[1].startswith(f"{stub.url}: connection closed before")
+
+
+def test_a_header_httpx_will_not_send_is_the_sdks_account_of_it():
+    with stub_http.serve() as stub:
+        assert fast(stub.url, headers={"X-Broken": "a\nb"}) is None
+        target = ServerTarget("http", url=stub.url, headers={"X-Broken": "a\nb"})
+        outcomes = []
+        for fast_path in (True, False):
+            with pytest.raises(PollError) as caught:
+                fetch_tools_sync(target, fast=fast_path, **options())
+            outcomes.append((caught.value.outcome, caught.value.message))
+    assert outcomes[0] == outcomes[1]
