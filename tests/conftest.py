@@ -218,7 +218,10 @@ def _answer_once_per_session(real: Any) -> Any:
     import json as _json
 
     def fetch(target: Any, **options: Any) -> Any:
-        key = _json.dumps([target.transport, target.command, target.args, sorted(target.env.items())])
+        # Per protocol era too: a poll asks a modern server in both, counting listings in one only.
+        key = _json.dumps(
+            [target.transport, target.command, target.args, sorted(target.env.items()), options.get("mode")]
+        )
         if key not in _EXAMPLE_ANSWERS:
             _EXAMPLE_ANSWERS[key] = real(target, **options)
         return copy.deepcopy(_EXAMPLE_ANSWERS[key])

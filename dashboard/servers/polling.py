@@ -36,10 +36,24 @@ from dashboard.system.broker import Enqueue
 from mcptax import findings as findings_mod
 from mcptax import tokens
 from mcptax.client import FetchResult, PollError, ServerTarget
+from mcptax.client.target import Listings
 
 log = logging.getLogger(__name__)
 # The Celery task that polls one server (dashboard.tasks), sent by name so nothing here imports it.
 POLL_TASK = "dashboard.tasks.poll_server"
+
+
+# The current snapshot's columns an unchanged poll never reads (large JSON): not loaded with it.
+_UNUSED_CURRENT = (
+    "current_snapshot__counts",
+    "current_snapshot__tokens_by_encoding",
+    "current_snapshot__findings",
+    "current_snapshot__analysis_errors",
+)
+
+
+class _Unknown:
+    """record_snapshot's caller did not say which snapshot is current."""
 
 
 @dataclass
@@ -90,8 +104,13 @@ def poll_and_record(
     Returns the summary and the snapshot when it is new (the caller, `dashboard.tasks.poll`, runs
     what a new snapshot leads to), else None.
     """
-    server = McpServer.objects.select_related("team", "current_snapshot").get(pk=server_id)
-    if not claim(server.pk, lease):
+    claimed = claim(server_id, lease)
+    # Read after the claim: under the lock nobody else records a snapshot of this server, so its
+    # current snapshot is the newest (record_snapshot need not look it up again).
+    server = (
+        McpServer.objects.select_related("team", "current_snapshot").defer(*_UNUSED_CURRENT).get(pk=server_id)
+    )
+    if not claimed:
         skipped = PollSummary(
             server.name, "skipped", "a poll of this server is already running", 0, False, None, True
         )
@@ -105,18 +124,19 @@ def poll_and_record(
         try:
             from mcptax.client.fetch import fetch_tools_sync  # the MCP SDK, only when polling
 
-            def fetch(mode: str) -> FetchResult:
+            def fetch(mode: str, listings: Listings) -> FetchResult:
                 return fetch_tools_sync(
                     target_for(server),
                     connect_timeout=settings.POLL_CONNECT_TIMEOUT,
                     total_timeout=settings.POLL_TOTAL_TIMEOUT,
                     max_bytes=settings.POLL_MAX_BYTES,
+                    include_prompts_resources=listings,
                     outbound=outbound.policy(),
                     mode=mode,
                 )
 
             result, other_era = eras.fetch_in_eras(server, fetch)
-            snapshot, changed = record_snapshot(server, result)
+            snapshot, changed = record_snapshot(server, result, current=server.current_snapshot)
             eras.record_eras(snapshot, result, other_era)
         except PollError as exc:
             outcome, message = exc.outcome, exc.message
@@ -205,18 +225,26 @@ def _release(server: McpServer, run: PollRun) -> None:
 
 
 def record_snapshot(
-    server: McpServer, result: FetchResult, *, seen_at: datetime | None = None
+    server: McpServer,
+    result: FetchResult,
+    *,
+    seen_at: datetime | None = None,
+    current: Snapshot | None | type[_Unknown] = _Unknown,
 ) -> tuple[Snapshot, bool]:
     """Extend the current snapshot when nothing changed, else store a new one. Returns (snapshot, changed).
 
-    The comparison costs one sha256; tokenizing happens only for a new list.
+    The comparison costs one sha256; tokenizing happens only for a new list. ``current`` is the
+    server's newest snapshot when the caller knows it (read under the poll's lock); otherwise it
+    is looked up here.
     """
     seen_at = seen_at or timezone.now()
     sha = tokens.snapshot_sha256(result.tools)
     version = result.server_version or ""
     instructions = result.instructions or ""
-    # The newest row, not server.current_snapshot: the caller's copy of the server may be stale.
-    current = Snapshot.objects.filter(server=server).order_by("-pk").first()
+    if current is _Unknown:
+        # The newest row, not server.current_snapshot: the caller's copy of the server may be stale.
+        current = Snapshot.objects.filter(server=server).order_by("-pk").first()
+    assert current is None or isinstance(current, Snapshot)
     if (
         current is not None
         and current.sha256 == sha

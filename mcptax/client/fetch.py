@@ -16,6 +16,7 @@ import anyio.abc
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
+from mcptax.client import fasthttp
 from mcptax.client.errors import classify
 from mcptax.client.http import sse, streamable_http
 from mcptax.client.stdio import STDIN_CLOSE_GRACE, bounded_stdio
@@ -24,10 +25,12 @@ from mcptax.client.target import (
     ENVELOPE_SLACK_BYTES,
     MAX_PAGES,
     FetchResult,
+    Listings,
     PollError,
     ServerTarget,
     repeated_cursor,
     too_many_pages,
+    wants_listings,
 )
 from mcptax.outbound import OutboundPolicy
 
@@ -98,7 +101,7 @@ async def fetch_tools(
     connect_timeout: float,
     total_timeout: float,
     max_bytes: int,
-    include_prompts_resources: bool = True,
+    include_prompts_resources: Listings = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
     process: anyio.abc.Process | None = None,
     stdin_grace: float | None = None,
@@ -110,7 +113,8 @@ async def fetch_tools(
     ``total_timeout`` bounds the whole exchange (stopping a stdio server may take up to a few
     seconds more, shielded). ``max_bytes`` bounds the sum of the raw ``tools/list`` results
     (``payload_bytes``). Prompts and resources are counted only when advertised, and only with
-    the time left; a count that could not be taken is ``None``. HTTP and SSE connections go
+    the time left; a count that could not be taken is ``None``. ``include_prompts_resources`` may
+    be a test of the negotiated protocol version (count only for the era the caller keeps). HTTP and SSE connections go
     only where ``outbound`` allows (a refusal is a ``connect_error`` naming the address's class).
 
     A stdio ``target`` whose server the caller started already (:mod:`.spawn`) passes it as
@@ -145,7 +149,7 @@ async def fetch_tools(
                 scope.deadline = started + total_timeout
                 result = await _list_all_tools(client, capture)
                 result.handshake = capture.handshake
-                if include_prompts_resources:
+                if wants_listings(include_prompts_resources, result.protocol_version):
                     phase = "prompts/list and resources/list"
                     await _count_prompts_resources(client, result)
     except Exception as exc:
@@ -217,11 +221,30 @@ def fetch_tools_sync(
     connect_timeout: float,
     total_timeout: float,
     max_bytes: int,
-    include_prompts_resources: bool = True,
+    include_prompts_resources: Listings = True,
     outbound: OutboundPolicy = PUBLIC_ONLY,
     mode: str = "auto",
+    fast: bool = True,
 ) -> FetchResult:
-    """``fetch_tools`` for synchronous callers (Celery tasks, management commands)."""
+    """``fetch_tools`` for synchronous callers (Celery tasks, management commands).
+
+    A Streamable HTTP server is asked through the SDK-free fast path first (:mod:`.fasthttp`:
+    the same messages, limits, timeouts and outbound policy, the same result); a server that
+    leaves it is asked again through the SDK. ``fast=False`` goes to the SDK at once.
+    """
+    if fast and target.transport == "http":
+        _validate_limits(connect_timeout, total_timeout, max_bytes)
+        result = fasthttp.fetch(
+            target,
+            connect_timeout=connect_timeout,
+            total_timeout=total_timeout,
+            max_bytes=max_bytes,
+            include_prompts_resources=include_prompts_resources,
+            outbound=outbound,
+            mode=mode,
+        )
+        if result is not None:
+            return result
     call = functools.partial(
         fetch_tools,
         target,

@@ -10,8 +10,9 @@ and loads the SDK only for the servers that leave the plain path.
 Exactness comes from staying on one well-trodden path, and leaving it at the first doubt:
 
 - the messages are byte for byte what the SDK sends on that path (the probe, ``initialize``, the
-  ``initialized`` notification, ``tools/list`` with its cursor); a test records both clients
-  against the same servers and compares, and checks the constants below against the SDK's;
+  ``initialized`` notification, ``tools/list`` with its cursor), written once in :mod:`.plain`
+  (shared with the poller's HTTP fast path); a test records both clients against the same
+  servers and compares, and checks the constants there against the SDK's;
 - anything else (a modern server that does not offer the probed version, a server that asks the
   client something, sends a line that is not JSON or a result of a shape the SDK might refuse,
   closes its output) returns ``None``: the caller stops this server and measures it again through the
@@ -24,87 +25,40 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from typing import Any, TypeGuard
+from typing import Any
 
 import anyio
 import anyio.abc
 
+from mcptax.client import plain
+from mcptax.client.plain import (
+    CLIENT_INFO,
+    HANDSHAKE_VERSION,
+    HANDSHAKE_VERSIONS,
+    MODERN_VERSIONS,
+    PROBE_VERSION,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from mcptax.client.plain import OffPath as _OffPath
+from mcptax.client.plain import tool_is_plain as _tool_is_plain
 from mcptax.client.target import (
     ENVELOPE_SLACK_BYTES,
-    MAX_PAGES,
     FetchResult,
     PollError,
-    canonical_bytes,
     message_too_large,
-    payload_too_large,
-    repeated_cursor,
-    too_many_pages,
 )
 from mcptax.procgroup import stop_process_group_async, untrack_group
 
-# The SDK's: the version its probe proposes, the newest handshake version, the versions its
-# handshake accepts back, and the client it introduces itself as (tests compare them with the SDK).
-PROBE_VERSION = "2026-07-28"
-MODERN_VERSIONS = ("2026-07-28",)
-HANDSHAKE_VERSION = "2025-11-25"
-HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-CLIENT_INFO = {"name": "mcp", "version": "0.1.0"}
-_META = "io.modelcontextprotocol/"
-UNSUPPORTED_PROTOCOL_VERSION = -32022
-
-# A tool's fields and the JSON types the fast path accepts for them; a tool with another type in
-# one of these fields goes to the SDK, whose models decide (unknown fields pass, as in the SDK).
-_TOOL_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "name": str,
-    "title": str,
-    "description": str,
-    "inputSchema": dict,
-    "outputSchema": dict,
-    "annotations": dict,
-    "icons": list,
-    "execution": dict,
-    "_meta": dict,
-}
-_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-
-
-class _OffPath(Exception):
-    """The exchange left the path this module speaks: the SDK takes over."""
-
-
-def _tool_is_plain(tool: Any) -> bool:
-    if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or "inputSchema" not in tool:
-        return False
-    for key, kind in _TOOL_FIELDS.items():
-        if key in tool and not isinstance(tool[key], kind):
-            return False
-    for key in ("inputSchema", "outputSchema"):
-        if key in tool and tool[key].get("type") != "object":
-            return False
-    annotations = tool.get("annotations", {})
-    if "title" in annotations and not isinstance(annotations["title"], str):
-        return False
-    if any(hint in annotations and not isinstance(annotations[hint], bool) for hint in _HINTS):
-        return False
-    return all(isinstance(icon, dict) and isinstance(icon.get("src"), str) for icon in tool.get("icons", []))
-
-
-def _info_is_plain(info: Any) -> bool:
-    """A server's name, version and (optional) title, each a string."""
-    return (
-        isinstance(info, dict)
-        and isinstance(info.get("name"), str)
-        and isinstance(info.get("version"), str)
-        and isinstance(info.get("title", ""), str)
-    )
-
-
-def _handshake_is_plain(result: Any) -> TypeGuard[dict[str, Any]]:
-    if not isinstance(result, dict) or result.get("protocolVersion") not in HANDSHAKE_VERSIONS:
-        return False
-    if not _info_is_plain(result.get("serverInfo")):
-        return False
-    return isinstance(result.get("capabilities"), dict) and isinstance(result.get("instructions", ""), str)
+__all__ = [
+    "CLIENT_INFO",
+    "HANDSHAKE_VERSION",
+    "HANDSHAKE_VERSIONS",
+    "MODERN_VERSIONS",
+    "PROBE_VERSION",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "_tool_is_plain",
+    "fetch_handshake_era",
+]
 
 
 class _Exchange:
@@ -156,19 +110,9 @@ class _Exchange:
             line = await self._line()
             if not line.strip():
                 continue
-            try:
-                message = json.loads(line)
-            except ValueError as exc:
-                raise _OffPath from exc
-            if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-                raise _OffPath
-            if "method" in message:
-                if "id" in message:
-                    raise _OffPath  # the server asks something: the SDK knows how to answer
-                continue
-            if message.get("id") != request_id or ("result" in message) == ("error" in message):
-                raise _OffPath
-            return message
+            answer = plain.answer_to(plain.decode(line), request_id)
+            if answer is not None:
+                return answer
 
 
 async def fetch_handshake_era(
@@ -209,114 +153,17 @@ async def _exchange(exchange: _Exchange, started: float) -> FetchResult:
     return outcome
 
 
-def _stamp() -> dict[str, Any]:
-    """The envelope every request of the modern era carries (the probe's, and each one after)."""
-    return {
-        "_meta": {
-            _META + "protocolVersion": PROBE_VERSION,
-            _META + "clientInfo": CLIENT_INFO,
-            _META + "clientCapabilities": {},
-        }
-    }
-
-
-def _discovery_is_plain(result: dict[str, Any]) -> bool:
-    info = (
-        result.get("_meta", {}).get(_META + "serverInfo") if isinstance(result.get("_meta"), dict) else None
-    )
-    if info is not None and not _info_is_plain(info):
-        return False
-    return (
-        isinstance(result.get("capabilities"), dict)
-        and result.get("resultType", "complete") == "complete"
-        and isinstance(result.get("instructions", ""), str)
-    )
-
-
 async def _talk(exchange: _Exchange, started: float) -> FetchResult:
-    answer = await exchange.answer(await exchange.send("server/discover", _stamp()))
-    discovery = answer.get("result")
-    if discovery is not None:
-        versions = discovery.get("supportedVersions") if isinstance(discovery, dict) else None
-        if not isinstance(versions, list):
-            raise _OffPath
-        if any(version in MODERN_VERSIONS for version in versions):
-            # A server of the modern era: no handshake, every request carries the envelope.
-            if PROBE_VERSION not in versions or not _discovery_is_plain(discovery):
-                raise _OffPath
-            pages = await _pages(exchange, modern=True)
-            info = discovery.get("_meta", {}).get(_META + "serverInfo") or {}
-            return _result(discovery, PROBE_VERSION, info, pages, started)
-        # It answers the probe but names only versions of the handshake era: the handshake follows.
-    else:
-        refusal = answer["error"]
-        if not isinstance(refusal, dict) or refusal.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
-            raise _OffPath  # it names the versions it speaks, or refused in a shape of its own
-    handshake = (
-        await exchange.answer(
-            await exchange.send(
-                "initialize",
-                {"protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO},
-            )
-        )
-    ).get("result")
-    if not _handshake_is_plain(handshake):
-        raise _OffPath
-    await exchange.send("notifications/initialized", notify=True)
-    pages = await _pages(exchange, modern=False)
-    return _result(handshake, handshake["protocolVersion"], handshake["serverInfo"], pages, started)
-
-
-def _result(
-    handshake: dict[str, Any], version: str, info: dict[str, Any], pages: list[dict[str, Any]], started: float
-) -> FetchResult:
-    return FetchResult(
-        tools=[tool for page in pages for tool in page["tools"]],
-        server_name=info.get("name"),
-        server_version=info.get("version"),
-        server_title=info.get("title"),
-        protocol_version=version,
-        instructions=handshake.get("instructions"),
-        prompts_count=None,
-        resources_count=None,
-        pages=len(pages),
-        payload_bytes=sum(len(canonical_bytes(page)) for page in pages),
-        raw_pages=pages,
-        handshake=handshake,
-        elapsed_seconds=time.monotonic() - started,
-    )
-
-
-async def _pages(exchange: _Exchange, *, modern: bool) -> list[dict[str, Any]]:
-    pages: list[dict[str, Any]] = []
-    total = 0
-    cursor: str | None = None
-    seen: set[str] = set()
-    for _ in range(MAX_PAGES):
-        params: dict[str, Any] | None = _stamp() if modern else None
-        if cursor is not None:
-            params = (params or {}) | {"cursor": cursor}
-        page = (await exchange.answer(await exchange.send("tools/list", params))).get("result")
-        if not isinstance(page, dict) or not isinstance(page.get("tools"), list):
-            raise _OffPath
-        if modern and page.get("resultType", "complete") != "complete":
-            raise _OffPath
-        if not all(_tool_is_plain(tool) for tool in page["tools"]):
-            raise _OffPath
-        size = len(canonical_bytes(page))
-        total += size
-        if total > exchange.max_bytes:
-            raise payload_too_large(total, len(pages) + 1, size, exchange.max_bytes)
-        pages.append(page)
-        cursor = page.get("nextCursor")
-        if cursor is None or cursor == "":
-            return pages
-        if not isinstance(cursor, str):
-            raise _OffPath
-        if cursor in seen:
-            raise repeated_cursor(cursor)
-        seen.add(cursor)
-    raise too_many_pages()
+    """Drive the shared exchange (:func:`plain.tools_exchange`) over the server's stdio."""
+    steps = plain.tools_exchange("auto", exchange.max_bytes)
+    answer: dict[str, Any] | None = None
+    while True:
+        try:
+            send = steps.send(answer)
+        except StopIteration as done:
+            return plain.result(done.value, started)
+        request_id = await exchange.send(send.method, send.params, notify=send.notify)
+        answer = None if send.notify else await exchange.answer(request_id)
 
 
 async def _drain(exchange: _Exchange) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
@@ -14,6 +15,10 @@ Outcome = Literal[
     "timeout", "refused_too_large", "protocol_error", "connect_error", "crashed", "internal_error"
 ]
 OUTCOMES: tuple[str, ...] = get_args(Outcome)
+
+# Whether a fetch counts prompts and resources: always, never, or by the protocol version the
+# server negotiated (a caller that keeps only one era's counts asks for those only).
+Listings = bool | Callable[[str], bool]
 
 PREVIEW_CHARS = 120
 # One message may carry a little more than the tools themselves (JSON-RPC envelope, _meta), so the
@@ -77,6 +82,11 @@ class FetchResult:
     raw_pages: list[dict[str, Any]] = field(default_factory=list)
     handshake: dict[str, Any] | None = None
     elapsed_seconds: float = 0.0
+
+
+def wants_listings(listings: Listings, protocol_version: str) -> bool:
+    """Whether prompts and resources are counted for a server that negotiated ``protocol_version``."""
+    return listings(protocol_version) if callable(listings) else listings
 
 
 def canonical_bytes(value: Any) -> bytes:

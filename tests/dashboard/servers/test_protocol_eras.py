@@ -14,8 +14,11 @@ import pytest
 import tiktoken
 from django.urls import reverse
 
+from dashboard.servers import eras
 from dashboard.servers.models import McpServer, Snapshot, Transport
 from dashboard.tasks import poll as poll_server
+from examples.servers.launch import serve_http
+from mcptax.client import plain
 from tests.helpers import compact
 from tests.servers import two_eras
 
@@ -115,3 +118,45 @@ def test_the_team_chooses_its_era_on_the_settings_page(team, alice_client):
     assert alice_client.post(url, form).status_code == 302
     team.refresh_from_db()
     assert team.protocol_era == "modern"
+
+
+def test_an_unchanged_poll_reuses_the_other_eras_figure_and_counts_only_new_bytes(team, monkeypatch):
+    server = _server(team)
+    first = _poll(server)
+    counted: list[int] = []
+    real_account = eras.tokens.account
+
+    def account(tools, *args, **kwargs):
+        counted.append(len(tools))
+        return real_account(tools, *args, **kwargs)
+
+    monkeypatch.setattr(eras.tokens, "account", account)
+    second = _poll(server)
+    assert second.pk == first.pk and second.eras == first.eras
+    assert counted == [], "the same bytes in the other era are not counted again"
+    # A kept figure for other bytes (or another encoding) is counted afresh, not trusted.
+    stale = {**first.eras["2026-07-28"], "sha256": "0" * 64, "fixed_tax_tokens": 1}
+    Snapshot.objects.filter(pk=first.pk).update(eras={**first.eras, "2026-07-28": stale})
+    third = _poll(server)
+    assert counted == [1]
+    assert third.eras == first.eras and third.eras["2026-07-28"]["fixed_tax_tokens"] == expected_tax("modern")
+
+
+@pytest.mark.parametrize(("era", "modern"), [("handshake", False), ("modern", True)])
+def test_prompts_and_resources_are_counted_only_in_the_answer_kept(team, monkeypatch, era, modern):
+    listed: list[tuple[str, bool]] = []
+    real = plain.count_listing
+
+    def count_listing(kind, is_modern):
+        listed.append((kind, is_modern))
+        return real(kind, is_modern)
+
+    monkeypatch.setattr(plain, "count_listing", count_listing)
+    team.protocol_era = era
+    team.save()
+    with serve_http("lean") as url:
+        server = McpServer.objects.create(team=team, name="lean", transport=Transport.HTTP, url=url)
+        snapshot = _poll(server)
+    assert set(snapshot.eras) == {"2025-11-25", "2026-07-28"}, "asked in both eras"
+    assert listed == [("prompts", modern), ("resources", modern)]
+    assert (snapshot.prompts_count, snapshot.resources_count) == (0, 0), "counted, in the kept answer"

@@ -1,0 +1,300 @@
+"""The poller's Streamable HTTP fast path: the SDK's exchange (:mod:`.plain`) over a plain
+synchronous httpx client, one connection pool per worker thread and outbound policy.
+
+The SDK's client runs every poll on an event loop with a task group, memory streams and pydantic
+models, which is most of what a poll of an unchanged server costs. Here the same messages go out
+as the same POSTs (the same headers: ``Accept``, ``Content-Type``, ``Accept-Encoding: identity``,
+the server's own headers, the session id, ``MCP-Protocol-Version`` and ``Mcp-Method`` where the
+SDK sends them, ending the session with ``DELETE``), under the same rules:
+
+- every connection is opened by the outbound policy's pinned transport (resolve once, refuse
+  inward addresses, connect to a checked one); a connection is kept for the next request only
+  within the pool's keep-alive, to the same name, under the same policy;
+- the server's headers (secrets included) go on each request only, never on the shared client,
+  and cookies live for one exchange, as in the SDK's client of one poll;
+- every response body is counted against the same limit as the SDK path's; the connect and total
+  timeouts bound the same phases, and a timeout or an outbound refusal ends here with the SDK
+  path's outcome and message.
+
+Anything else leaves the path (:class:`plain.OffPath`) and :func:`fetch` returns None: a redirect,
+an HTTP error, an unexpected content type, a server that asks the client something, a malformed
+or oversize body, a failed connection, a shape the SDK's models might read otherwise. The caller
+then polls the server through the SDK, which speaks for it, errors included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import httpx
+
+from mcptax.client import plain
+from mcptax.client.target import (
+    ENVELOPE_SLACK_BYTES,
+    FetchResult,
+    Listings,
+    PollError,
+    ServerTarget,
+    wants_listings,
+)
+from mcptax.outbound import OutboundPolicy, OutboundRefused, PinnedTransport
+
+# What the SDK's client says it is (httpx2's default), so a server sees the same request.
+USER_AGENT = "python-httpx2/2.17.0"
+MCP_SESSION_ID = "mcp-session-id"
+MCP_PROTOCOL_VERSION = "mcp-protocol-version"
+MCP_METHOD = "mcp-method"
+
+_local = threading.local()
+
+
+def _client(policy: OutboundPolicy) -> httpx.Client:
+    """This thread's client for ``policy``: its pool keeps connections between polls."""
+    clients: dict[OutboundPolicy, httpx.Client] = _local.__dict__.setdefault("clients", {})
+    client = clients.get(policy)
+    if client is None:
+        client = httpx.Client(transport=PinnedTransport(policy), trust_env=False, follow_redirects=False)
+        clients[policy] = client
+    return client
+
+
+def _stamped(send: plain.Send) -> bool:
+    """A request of the modern era (it carries the envelope, and the SDK names it in headers)."""
+    meta = (send.params or {}).get("_meta")
+    return isinstance(meta, dict) and plain.META + "protocolVersion" in meta
+
+
+class _Deadline(Exception):
+    """The phase's time ran out (the connect budget, or the total one)."""
+
+
+class _Session:
+    """One exchange's HTTP state: the headers, the session id, the era's version, the clock."""
+
+    def __init__(
+        self, target: ServerTarget, client: httpx.Client, limit: int, connect: float, total: float
+    ) -> None:
+        self.url = target.url
+        self.client = client
+        self.limit = limit
+        self.started = time.monotonic()
+        self.connect_deadline = self.started + min(connect, total)
+        self.deadline = self.connect_deadline
+        self.total_deadline = self.started + total
+        self.base = httpx.Headers({"user-agent": USER_AGENT, "accept-encoding": "identity"})
+        self.base.update(target.headers)
+        self.session_id: str | None = None
+        self.version: str | None = None
+        self.next_id = 1
+        self.waiting_for = "its first answer"
+        self.phase = "connect"
+        # What the answer in flight is read as ("json", "sse"; "" for a notification's).
+        self.reading = ""
+
+    def headers(self, send: plain.Send | None = None) -> httpx.Headers:
+        headers = self.base.copy()
+        headers["accept"] = "application/json, text/event-stream"
+        headers["content-type"] = "application/json"
+        if self.session_id:
+            headers[MCP_SESSION_ID] = self.session_id
+        if self.version:
+            headers[MCP_PROTOCOL_VERSION] = self.version
+        if send is not None and _stamped(send):
+            headers[MCP_PROTOCOL_VERSION] = plain.PROBE_VERSION
+            headers[MCP_METHOD] = send.method
+        return headers
+
+    def timeout(self) -> httpx.Timeout:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise _Deadline
+        return httpx.Timeout(left)
+
+    def exchange(self, send: plain.Send) -> dict[str, Any] | None:
+        """Send one message; the answer to a request (a JSON-RPC message), None for a notification."""
+        request_id = None if send.notify else self.next_id
+        self.reading = "" if send.notify else "json"
+        if request_id is not None:
+            self.next_id += 1
+            self.waiting_for = send.method
+        if send.method == "initialize":
+            self.version = None  # the handshake is the negotiation: no probe-era header on it
+        elif _stamped(send):
+            self.version = plain.PROBE_VERSION
+        body = plain.encode(plain.message(request_id, send))
+        request = self.client.build_request(
+            "POST", self.url, content=body, headers=self.headers(send), timeout=self.timeout()
+        )
+        response = self.client.send(request, stream=True)
+        try:
+            return self._read(response, send, request_id)
+        finally:
+            response.close()
+
+    def _read(
+        self, response: httpx.Response, send: plain.Send, request_id: int | None
+    ) -> dict[str, Any] | None:
+        status = response.status_code
+        if 300 <= status < 400 or status == 202 and request_id is not None:
+            raise plain.OffPath  # a redirect (the SDK's origin rules decide), or no answer promised
+        if request_id is None:
+            if status >= 400:
+                raise plain.OffPath
+            return None
+        content_type = response.headers.get("content-type", "").lower()
+        if status >= 400:
+            return self._refusal(response, content_type, request_id)
+        if send.method == "initialize" and response.headers.get(MCP_SESSION_ID):
+            self.session_id = response.headers[MCP_SESSION_ID]
+        if content_type.startswith("application/json"):
+            answer = plain.answer_to(plain.decode(b"".join(self._chunks(response))), request_id)
+            if answer is None:
+                raise plain.OffPath  # a notification where the SDK waits for the answer
+            return answer
+        if content_type.startswith("text/event-stream"):
+            self.reading = "sse"
+            return self._events(response, request_id)
+        raise plain.OffPath
+
+    def _refusal(self, response: httpx.Response, content_type: str, request_id: int) -> dict[str, Any]:
+        """An HTTP error answering a request, as the JSON-RPC error the SDK makes of it."""
+        if content_type.startswith("application/json"):
+            with_body = plain.decode(b"".join(self._chunks(response)))
+            if isinstance(with_body, dict) and isinstance(with_body.get("error"), dict):
+                return {"jsonrpc": "2.0", "id": request_id, "error": with_body["error"]}
+            raise plain.OffPath
+        code = plain.METHOD_NOT_FOUND if response.status_code == 404 and not self.session_id else None
+        return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code or plain.INTERNAL_ERROR}}
+
+    def _events(self, response: httpx.Response, request_id: int) -> dict[str, Any]:
+        events = plain.SseEvents(self.limit)
+        for chunk in self._chunks(response):
+            for event, data in events.feed(chunk):
+                if event != "message" or not data:
+                    continue  # another event type, or a priming event: passed over, as by the SDK
+                answer = plain.answer_to(plain.decode(data), request_id)
+                if answer is not None:
+                    return answer
+        raise plain.OffPath  # the stream ended without the answer: resuming it is the SDK's
+
+    def _chunks(self, response: httpx.Response) -> Iterator[bytes]:
+        received = 0
+        for chunk in response.iter_raw():
+            received += len(chunk)
+            if received > self.limit:
+                raise plain.OffPath  # refused by the SDK path, with its own account of the bytes
+            if time.monotonic() > self.deadline:
+                raise _Deadline
+            yield chunk
+
+    def close(self) -> None:
+        """End the session as the SDK does (a DELETE when the server gave an id), best effort."""
+        if not self.session_id or time.monotonic() >= self.total_deadline:
+            return
+        self.deadline = self.total_deadline
+        with contextlib.suppress(httpx.HTTPError, OutboundRefused, _Deadline):
+            self.client.request("DELETE", self.url, headers=self.headers(), timeout=self.timeout())
+
+    def dropped(self, exc: httpx.TransportError) -> PollError | None:
+        """The SDK path's account of a server that dropped the connection while answering (a
+        server that died cannot be asked again); None for a notification, which the SDK reads
+        otherwise."""
+        if self.reading == "sse":
+            return PollError(
+                # The SDK closes the request with an error first: nothing is pending when it says so.
+                "crashed",
+                f"{self.url}: connection closed before the answer to its first answer",
+            )
+        if self.reading == "json":
+            return PollError("crashed", f"{self.url} dropped the connection while answering: {exc}")
+        return None
+
+    def timeout_error(self, connect: float, total: float) -> PollError:
+        if self.phase == "connect":
+            return PollError(
+                "timeout",
+                f"no answer to {self.waiting_for} within the connect timeout ({min(connect, total):g} s)",
+            )
+        return PollError("timeout", f"no answer to {self.waiting_for} within the total timeout ({total:g} s)")
+
+
+def _drive(session: _Session, steps: Generator[plain.Send, dict[str, Any] | None, Any]) -> Any:
+    """Run one part of the shared exchange over HTTP; its return value."""
+    answer: dict[str, Any] | None = None
+    while True:
+        try:
+            send = steps.send(answer)
+        except StopIteration as done:
+            return done.value
+        if send.method == "tools/list" and session.phase == "connect":
+            # Negotiated: the connect budget is spent, the rest of the total budget applies.
+            session.phase, session.deadline = "tools/list", session.total_deadline
+        answer = session.exchange(send)
+        if send.method == "initialize" and answer is not None:
+            negotiated = (answer.get("result") or {}).get("protocolVersion")
+            session.version = negotiated if isinstance(negotiated, str) else None
+
+
+def _count(session: _Session, listed: plain.Listed, result: FetchResult) -> None:
+    """Prompts and resources, each counted only when advertised; a timeout keeps what was counted."""
+    try:
+        if listed.advertised("prompts"):
+            result.prompts_count = _drive(session, plain.count_listing("prompts", listed.modern))
+        if listed.advertised("resources"):
+            result.resources_count = _drive(session, plain.count_listing("resources", listed.modern))
+    except (_Deadline, httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError):
+        pass  # the tools arrived: a listing that could not be taken (in time) is unknown
+
+
+def fetch(
+    target: ServerTarget,
+    *,
+    connect_timeout: float,
+    total_timeout: float,
+    max_bytes: int,
+    include_prompts_resources: Listings = True,
+    outbound: OutboundPolicy,
+    mode: str = "auto",
+) -> FetchResult | None:
+    """What ``fetch_tools`` returns for a Streamable HTTP server, or None when the SDK must speak
+    for it. Raises ``PollError`` for a timeout or an outbound refusal, as the SDK path does."""
+    if target.transport != "http":
+        return None
+    try:
+        session = _Session(
+            target, _client(outbound), max_bytes + ENVELOPE_SLACK_BYTES, connect_timeout, total_timeout
+        )
+    except Exception:
+        return None  # headers httpx will not send, say: the SDK's account of them is the one recorded
+    session.client.cookies = httpx.Cookies()  # this exchange's own, as in a client of one poll
+    try:
+        listed: plain.Listed = _drive(session, plain.tools_exchange(mode, max_bytes))
+        result = plain.result(listed, session.started)
+        if wants_listings(include_prompts_resources, listed.version):
+            _count(session, listed, result)
+    except plain.OffPath:
+        return None
+    except (_Deadline, httpx.TimeoutException):
+        raise session.timeout_error(connect_timeout, total_timeout) from None
+    except OutboundRefused as exc:
+        raise PollError("connect_error", f"refused by the outbound policy: {exc}") from None
+    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+        dropped = session.dropped(exc)
+        if dropped is None:
+            return None
+        raise dropped from None
+    except PollError:
+        raise  # the exchange's own (payload over the limit, a repeated cursor): the SDK path's too
+    except Exception:
+        # A failed connection, a URL or header httpx refuses, anything unforeseen: the SDK's
+        # account of it is the one recorded.
+        return None
+    finally:
+        session.close()
+        session.client.cookies = httpx.Cookies()
+    result.elapsed_seconds = time.monotonic() - session.started
+    return result
