@@ -42,56 +42,110 @@ def _floor_tls() -> object:
     return httpx.create_ssl_context()
 
 
+MODERN_REVISION = "2026-07-28"
+META = "io.modelcontextprotocol/"
+HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _answer(response) -> dict:
+    """A JSON-RPC answer read from a JSON body or from the last SSE `data:` line."""
+    import json
+
+    response.raise_for_status()
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+        return json.loads(data[-1])
+    return response.json()
+
+
+def _list_all(client, url: str, headers: dict, method: str, key: str, params: dict) -> int:
+    """Every page of one listing; returns the item count."""
+    count, cursor, request_id = 0, None, 2
+    while True:
+        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params}}
+        if cursor:
+            body["params"]["cursor"] = cursor
+        result = _answer(client.post(url, headers=headers, json=body))["result"]
+        count += len(result.get(key, []))
+        cursor, request_id = result.get("nextCursor"), request_id + 1
+        if not cursor:
+            return count
+
+
+def _modern_exchange(client, url: str) -> bool:
+    """The 2026-07-28 revision: `server/discover`, then every tools/list page, each request carrying
+    the version envelope in `_meta`. False when the server does not speak that revision."""
+    stamp = {
+        "_meta": {
+            META + "protocolVersion": MODERN_REVISION,
+            META + "clientInfo": {"name": "floor", "version": "0"},
+            META + "clientCapabilities": {},
+        }
+    }
+    # The revision names each request's method in a header too.
+    headers = {**HEADERS, "MCP-Protocol-Version": MODERN_REVISION, "Mcp-Method": "server/discover"}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": stamp}
+    found = _answer(client.post(url, headers=headers, json=body)).get("result") or {}
+    if MODERN_REVISION not in found.get("supportedVersions", []):
+        return False
+    _list_all(client, url, {**headers, "Mcp-Method": "tools/list"}, "tools/list", "tools", stamp)
+    return True
+
+
+def _handshake_exchange(client, url: str) -> int:
+    """The handshake era: initialize, the initialized notification, every tools/list page, the
+    prompts and resources the server advertises, and the session's end. Returns the tool count."""
+    version = "2025-11-25"
+    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "floor", "version": "0"}}
+    first = client.post(
+        url, headers=HEADERS, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    )
+    capabilities = _answer(first)["result"].get("capabilities", {})
+    session = {**HEADERS, "MCP-Protocol-Version": version}
+    if "mcp-session-id" in first.headers:
+        session["Mcp-Session-Id"] = first.headers["mcp-session-id"]
+    client.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    tools = _list_all(client, url, session, "tools/list", "tools", {})
+    for kind in ("prompts", "resources"):
+        if kind in capabilities:
+            _list_all(client, url, session, f"{kind}/list", kind, {})
+    if "Mcp-Session-Id" in session:
+        client.delete(url, headers=session)
+    return tools
+
+
 def bare_poll(url: str) -> int:
-    """The floor for one poll, in plain code: a bare httpx client sends initialize, the initialized
-    notification and tools/list (every page) as Streamable HTTP POSTs, reads each answer (JSON or
-    one SSE event), and ends the session. Returns the tool count."""
+    """The floor for one poll, in plain code: a bare httpx client sending the requests an unchanged
+    poll sends to a server of the modern revision (the team's figures follow the handshake era, the
+    default): the modern exchange first, then the handshake exchange with its listings. Returns the
+    tool count. `requests_match` checks that the two send the same requests."""
+    import httpx
+
+    with httpx.Client(timeout=30, verify=_floor_tls()) as client:
+        _modern_exchange(client, url)
+        return _handshake_exchange(client, url)
+
+
+def requests_made(work) -> list[str]:
+    """The JSON-RPC methods (or HTTP methods, for a body-less request) `work()` sends, in order."""
     import json
 
     import httpx
 
-    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    sent: list[str] = []
+    original = httpx.Client.send
 
-    def answer(response: httpx.Response) -> dict:
-        response.raise_for_status()
-        if response.headers.get("content-type", "").startswith("text/event-stream"):
-            data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
-            return json.loads(data[-1])
-        return response.json()
+    def recording(self, request, *args, **kwargs):
+        body = request.content if request.method == "POST" else b""
+        sent.append(json.loads(body).get("method", "?") if body else request.method)
+        return original(self, request, *args, **kwargs)
 
-    with httpx.Client(timeout=30, verify=_floor_tls()) as client:
-        first = client.post(
-            url,
-            headers=headers,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "floor", "version": "0"},
-                },
-            },
-        )
-        answer(first)
-        session = {**headers}
-        if "mcp-session-id" in first.headers:
-            session["Mcp-Session-Id"] = first.headers["mcp-session-id"]
-        session["MCP-Protocol-Version"] = "2025-06-18"
-        client.post(url, headers=session, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-        tools, cursor, request_id = 0, None, 2
-        while True:
-            params = {"cursor": cursor} if cursor else {}
-            body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": params}
-            result = answer(client.post(url, headers=session, json=body))["result"]
-            tools += len(result.get("tools", []))
-            cursor, request_id = result.get("nextCursor"), request_id + 1
-            if not cursor:
-                break
-        if "Mcp-Session-Id" in session:
-            client.delete(url, headers=session)
-        return tools
+    httpx.Client.send = recording
+    try:
+        work()
+    finally:
+        httpx.Client.send = original
+    return sent
 
 
 def main() -> None:
@@ -119,6 +173,7 @@ def main() -> None:
     from django.db import close_old_connections, connection
 
     from dashboard import outbound
+    from dashboard.servers import eras
     from dashboard.servers.models import McpServer, Snapshot, Transport
     from dashboard.servers.polling import record_snapshot, target_for
     from dashboard.tasks import poll as poll_server
@@ -182,25 +237,41 @@ def main() -> None:
                 counts = list(pool.map(bare_poll, [s.url for s in servers]))
             assert all(counts), counts
 
-        def client_cycle() -> None:
-            # The product's MCP client alone (what a poll spends before any bookkeeping).
-            def fetch(server: McpServer) -> None:
-                result = fetch_tools_sync(
+        def client_fetch(server: McpServer) -> None:
+            # The product's MCP client alone, asking as a poll asks (both eras, listings in the kept
+            # answer only): what a poll spends before any bookkeeping.
+            def fetch(mode: str, listings) -> object:
+                return fetch_tools_sync(
                     target_for(server),
                     connect_timeout=30,
                     total_timeout=60,
                     max_bytes=settings.POLL_MAX_BYTES,
+                    include_prompts_resources=listings,
                     outbound=outbound.policy(),
+                    mode=mode,
                 )
-                assert result.tools, result
 
+            kept, _ = eras.fetch_in_eras(server, fetch)
+            assert kept.tools, kept
+
+        def client_cycle() -> None:
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                list(pool.map(fetch, servers))
+                list(pool.map(client_fetch, servers))
 
         def poll_cycle() -> None:
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
                 results = list(pool.map(poll, [s.pk for s in servers]))
             assert not any(r.changed for r in results), "an unchanged cycle stored a snapshot"
+
+        # The floor must send what the product sends, or the ratio means nothing.
+        first = McpServer.objects.select_related("team").get(pk=servers[0].pk)
+        product_sends = requests_made(lambda: poll(first.pk))
+        floor_sends = requests_made(lambda: bare_poll(first.url))
+        print(f"requests of one unchanged poll: {', '.join(product_sends)}")
+        if sorted(product_sends) != sorted(floor_sends):
+            raise SystemExit(f"the floor sends other requests than the poll: {floor_sends}")
+        if requests_made(lambda: client_fetch(first)) != product_sends:
+            raise SystemExit("the product's client alone sends other requests than its poll")
 
         floor = "floor: bare httpx client"
         runs = benchlib.paired(
