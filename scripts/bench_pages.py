@@ -4,7 +4,7 @@ Seeds (once, into the database of DATABASE_URL, default `mcptax_bench_pages`; `-
 over) two teams: one with 10 servers and one with `--servers` (default 50), each server with
 `--snapshots` (default 500) snapshots (scripts/bench_pages_seed.py), and captured agent traffic:
 `--calls` (default 1,000,000) ToolCalls from 20 agents over 90 days in the large team, a
-hundredth of that in the small one, written with COPY by bench_fidelity.seed_calls, rollups
+tenth of that in the small one, written with COPY by bench_fidelity.seed_calls, rollups
 included. Then requests each page `--repeat` times through Django's test Client, logged in, and
 prints p50/p95 (server side: the view, its queries and its template) and the query count at 10 and
 at N servers. Fails when a page's p95 is over `--p95-ms` (default 150) or its query count grows
@@ -73,7 +73,7 @@ def seed_all(servers: int, snapshots: int, calls: int) -> None:
     Team.objects.filter(slug__in=[SMALL_SLUG, LARGE_SLUG]).delete()
     user, _ = get_user_model().objects.get_or_create(username=USER)
     for slug, name, count, team_calls in (
-        (SMALL_SLUG, "Ten", 10, max(200, calls // 100)),
+        (SMALL_SLUG, "Ten", 10, max(200, calls // 10)),
         (LARGE_SLUG, f"Large {servers}", servers, calls),
     ):
         started = time.monotonic()
