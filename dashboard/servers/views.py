@@ -409,10 +409,13 @@ def snapshot_diff(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     snaps = selectors.snapshots_with_documents(server, [pk for pk in (a_pk, b_pk) if pk is not None])
     a = snaps.get(a_pk) if a_pk is not None else None
     b = snaps.get(b_pk) if b_pk is not None else None
+    newest_first = list(reversed(history))
     ctx = {
         "team": team,
         "server": server,
-        "history": list(reversed(history)),
+        "history": newest_first,
+        "a_options": diff_mod.snapshot_options(newest_first, a.pk if a else None),
+        "b_options": diff_mod.snapshot_options(newest_first, b.pk if b else None),
         "a": a,
         "b": b,
         "a_point": by_pk.get(a_pk),
