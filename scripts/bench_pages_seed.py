@@ -124,7 +124,8 @@ def seed(team, servers: int, snapshots: int, owner) -> None:
         snaps = Snapshot.objects.bulk_create(rows)
         for prev, snap in zip(snaps, snaps[1:], strict=False):
             snap.previous = prev
-        Snapshot.objects.bulk_update(snaps[1:], ["previous"], batch_size=500)
+            snap.tax_delta = snap.fixed_tax_tokens - prev.fixed_tax_tokens
+        Snapshot.objects.bulk_update(snaps[1:], ["previous", "tax_delta"], batch_size=500)
         SnapshotTool.objects.bulk_create(
             [
                 SnapshotTool(
