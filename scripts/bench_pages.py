@@ -60,7 +60,12 @@ def _seeded(servers: int, snapshots: int, calls: int) -> bool:
         Snapshot.objects.filter(server__team__slug=large).count() == servers * snapshots
         and Snapshot.objects.filter(server__team__slug=SMALL_SLUG).count() == 10 * snapshots
         and ToolCall.objects.filter(team__slug=large).count() == calls
+        and ToolCall.objects.filter(team__slug=SMALL_SLUG).count() == _small_calls(calls)
     )
+
+
+def _small_calls(calls: int) -> int:
+    return max(200, calls // 10)
 
 
 def seed_all(servers: int, snapshots: int, calls: int) -> None:
@@ -73,7 +78,7 @@ def seed_all(servers: int, snapshots: int, calls: int) -> None:
     Team.objects.filter(slug__in=[SMALL_SLUG, LARGE_SLUG]).delete()
     user, _ = get_user_model().objects.get_or_create(username=USER)
     for slug, name, count, team_calls in (
-        (SMALL_SLUG, "Ten", 10, max(200, calls // 10)),
+        (SMALL_SLUG, "Ten", 10, _small_calls(calls)),
         (LARGE_SLUG, f"Large {servers}", servers, calls),
     ):
         started = time.monotonic()

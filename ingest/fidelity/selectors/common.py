@@ -190,16 +190,22 @@ class Tally:
 
 
 def grouped(
-    team: Team, since: date | None, group: list[str], agent_ids: list[int] | None = None
+    team: Team,
+    since: date | None,
+    group: list[str],
+    agent_ids: list[int] | None = None,
+    sums: Iterable[str] = SUMS,
 ) -> QuerySet[FidelityDaily, dict[str, Any]]:
-    """Rollup rows summed per ``group`` (every column of SUMS), over the period."""
+    """Rollup rows summed per ``group`` (every column of ``sums``, all of SUMS unless told: a
+    caller that reads one column saves summing the others, the money ones above all), over the
+    period."""
     rows = FidelityDaily.objects.filter(team=team)
     if since is not None:
         rows = rows.filter(day__gte=since)
     if agent_ids is not None:
         rows = rows.filter(agent_id__in=agent_ids)
     summed: QuerySet[FidelityDaily, dict[str, Any]] = (
-        rows.values(*group).annotate(**{name: Sum(name) for name in SUMS}).order_by()
+        rows.values(*group).annotate(**{name: Sum(name) for name in sums}).order_by()
     )
     return summed
 

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ingest.capture.models import Agent, ToolCall
 from ingest.fidelity.models import FidelityDaily
+from ingest.fidelity.selectors.common import grouped
 from ingest.fidelity.selectors.tools import tool_report
 from tests.dashboard.factories import http_server, record, tool
 
@@ -136,3 +137,13 @@ def test_calls_sorted_by_size_page_through_every_call_once(alice_client, team):
         seen += [(r.call.argument_bytes, r.call.pk) for r in page]
     assert len(seen) == 60 == len(set(seen))
     assert seen == sorted(seen, reverse=True)
+
+
+def test_grouped_sums_only_the_columns_asked(team):
+    server = http_server(team, "files")
+    _seed(team, server, agents=2, days=3, releases=1)
+    full = {r["verdict"]: r for r in grouped(team, None, ["verdict"])}
+    calls_only = list(grouped(team, None, ["verdict"], sums=["calls"]))
+    assert all(set(r) == {"verdict", "calls"} for r in calls_only)
+    assert {r["verdict"]: r["calls"] for r in calls_only} == {v: r["calls"] for v, r in full.items()}
+    assert set(full["exact"]) > {"verdict", "calls", "cost_usd", "arguments"}
