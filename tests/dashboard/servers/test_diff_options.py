@@ -1,6 +1,7 @@
 """The diff page's snapshot pickers, built in Python in one pass, give the markup the template loop
 gave: every snapshot newest first, its label, time (in the current time zone) and tax, the chosen
-one selected."""
+one selected; and the server chart's points, whose links are built from one reversed URL, still
+link to their snapshots."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from dashboard.servers import selectors
 from dashboard.servers.diff import snapshot_options
-from tests.dashboard.factories import http_server, record, tool
+from tests.dashboard.factories import embedded_figure, http_server, record, tool
 
 pytestmark = pytest.mark.django_db
 
@@ -57,3 +58,16 @@ def test_diff_page_selects_the_two_snapshots(alice_client, team):
     assert f'<option value="{first.pk}" selected>' in a_select
     assert f'<option value="{last.pk}" selected>' in b_select
     assert a_select.count("<option") == b_select.count("<option") == 3
+
+
+def test_server_chart_points_link_to_their_snapshots(alice_client, team):
+    server = http_server(team, "files")
+    snaps = [
+        record(server, [tool("a", "A. " * (k + 1))], f"1.{k}", when=timezone.now() - timedelta(days=5 - k))
+        for k in range(4)
+    ]
+    html = alice_client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
+    tax = embedded_figure(html)["data"][0]
+    page = reverse("server_detail", args=[team.slug, server.code])
+    links = [c[2] for c in tax["customdata"]]
+    assert links[: len(snaps)] == [f"{page}?at={s.pk}" for s in snaps]
