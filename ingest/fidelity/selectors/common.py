@@ -150,10 +150,11 @@ class Tally:
             "reference_tokens",
             "estimated_calls",
         ):
-            setattr(self, name, getattr(self, name) + (row[name] or 0))
-        self.server_errors += row["server_errors"] or 0
-        self.cost_usd += Decimal(row["cost_usd"] or 0)
-        self.reference_cost_usd += Decimal(row["reference_cost_usd"] or 0)
+            setattr(self, name, getattr(self, name) + (row.get(name) or 0))
+        # .get: a row summed over fewer columns (grouped(sums=...)) adds nothing to the others.
+        self.server_errors += row.get("server_errors") or 0
+        self.cost_usd += Decimal(row.get("cost_usd") or 0)
+        self.reference_cost_usd += Decimal(row.get("reference_cost_usd") or 0)
 
     @property
     def exact_rate(self) -> float | None:

@@ -69,6 +69,9 @@ class ToolReport:
         return list(reversed(self.days))
 
 
+AGENT_SUMS = ("calls", "arguments", "cost_usd")
+
+
 def tool_report(team: Team, server_label: str, tool: str, *, since: date | None) -> ToolReport:
     """The tool's tally over the period, per day and per agent version (three queries).
 
@@ -81,7 +84,9 @@ def tool_report(team: Team, server_label: str, tool: str, *, since: date | None)
         total.add(row)
         per_day[row["day"]].add(row)
     per_agent: dict[int | None, Tally] = defaultdict(Tally)
-    for row in grouped(team, since, ["agent_id", "verdict"]).filter(server_label=server_label, tool=tool):
+    # The agents table shows calls, exact rate, damaged arrivals and cost: only those are summed.
+    per_agent_rows = grouped(team, since, ["agent_id", "verdict"], sums=AGENT_SUMS)
+    for row in per_agent_rows.filter(server_label=server_label, tool=tool):
         per_agent[row["agent_id"]].add(row)
     ids = [pk for pk in per_agent if pk is not None]
     agents = [

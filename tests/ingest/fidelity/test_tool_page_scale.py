@@ -75,15 +75,25 @@ def test_report_per_day_and_per_agent_adds_up_the_rollup_rows(team):
     rows = list(FidelityDaily.objects.filter(team=team).values())
     calls_by_day = Counter()
     calls_by_agent = Counter()
+    cost_by_agent = Counter()
     exact_by_day = Counter()
     for row in rows:
         calls_by_day[row["day"]] += row["calls"]
         calls_by_agent[row["agent_id"]] += row["calls"]
+        cost_by_agent[row["agent_id"]] += row["cost_usd"]
         exact_by_day[row["day"]] += row["arguments"] if row["verdict"] == "exact" else 0
     assert [d.day for d in report.days] == sorted(calls_by_day)
     assert {d.day: d.tally.calls for d in report.days} == calls_by_day
     assert {d.day: d.tally.exact for d in report.days} == exact_by_day
     assert {a.agent.pk: a.tally.calls for a in report.agents} == calls_by_agent
+    # The agents table's columns: calls, exact rate, damaged arrivals, cost.
+    assert {a.agent.pk: a.tally.cost_usd for a in report.agents} == cost_by_agent
+    for agent in report.agents:
+        rows_of = [r for r in rows if r["agent_id"] == agent.agent.pk]
+        exact = sum(r["arguments"] for r in rows_of if r["verdict"] == "exact")
+        judged = sum(r["arguments"] for r in rows_of if r["verdict"] in ("exact", "truncated"))
+        truncated = sum(r["arguments"] for r in rows_of if r["verdict"] == "truncated")
+        assert (agent.tally.exact, agent.tally.judged, agent.damaged_arrivals) == (exact, judged, truncated)
     assert report.total.calls == sum(calls_by_day.values())
     assert report.total.cost_usd == sum(row["cost_usd"] for row in rows)
     # Agents with the most calls first; the per-day table's columns are the verdicts seen.
