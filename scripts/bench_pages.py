@@ -108,7 +108,12 @@ def pages_for(team) -> list[tuple[str, str, dict]]:
     tool = reverse("fidelity_tool", args=[slug, server.code, "tool_0"])
     agents = reverse("fidelity_agents", args=[slug])
     agent = reverse("fidelity_agent", args=[slug, "claude-code"])
-    call = ToolCall.objects.filter(team=team, bulk_count=1).order_by("-request_ts").first()
+    # The same kind of call in both teams (an exact paste), so their drill-downs are comparable.
+    call = (
+        ToolCall.objects.filter(team=team, bulk_count=1, bulk_arguments__verdict="exact")
+        .order_by("-request_ts")
+        .first()
+    )
     htmx = {"HTTP_HX_REQUEST": "true"}
 
     def region(name: str) -> dict:
