@@ -99,13 +99,9 @@ def defaults_for(model, given: list[str]) -> tuple[list[str], tuple]:
 
 def seed(calls: int, seed_value: int) -> None:
     from django.contrib.auth import get_user_model
-    from django.db import connection, transaction
 
     from dashboard.teams.models import Membership, Team
-    from ingest.capture.models import Agent, BulkArgument, ToolCall
-    from ingest.fidelity.models import FidelityDaily
 
-    rng = random.Random(seed_value)
     User = get_user_model()
     Team.objects.filter(slug=TEAM_SLUG).delete()
     user, _ = User.objects.get_or_create(username=USER)
@@ -113,6 +109,28 @@ def seed(calls: int, seed_value: int) -> None:
     user.save()
     team = Team.objects.create(name="Fidelity bench", slug=TEAM_SLUG)
     Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
+    seed_calls(team, calls, seed_value)
+
+
+def seed_calls(
+    team,
+    calls: int,
+    seed_value: int,
+    tools: dict[str, list[str]] | None = None,
+    bulk_tools: list[tuple[str, str]] | None = None,
+) -> None:
+    """20 agents and `calls` ToolCalls (with their bulk arguments) of `team`, written with COPY, and
+    their FidelityDaily rollups. `tools` maps a server label to its tool names (the first is a bulk
+    tool, called only with a bulk argument or a reference); `bulk_tools` names the (label, tool)
+    pairs that take bulk arguments. Also used by bench_pages.py, on its own team and servers."""
+    from django.db import connection, transaction
+
+    from ingest.capture.models import Agent, BulkArgument, ToolCall
+    from ingest.fidelity.models import FidelityDaily
+
+    tools = tools or TOOLS
+    bulk_tools = bulk_tools or BULK_TOOLS
+    rng = random.Random(seed_value)
     now = datetime.now(UTC)
     agents = []
     for family in FAMILIES:
@@ -166,10 +184,10 @@ def seed(calls: int, seed_value: int) -> None:
             roll = rng.random()
             kind = "bulk" if roll < 0.30 else ("ref" if roll < 0.40 else "plain")
             if kind == "plain":
-                label = rng.choice(list(TOOLS))
-                tool = rng.choice(TOOLS[label][1:])
+                label = rng.choice(list(tools))
+                tool = rng.choice(tools[label][1:])
             else:
-                label, tool = rng.choice(BULK_TOOLS)
+                label, tool = rng.choice(bulk_tools)
             size = int(min(300_000, max(200, rng.lognormvariate(8.5, 1.2))))
             if kind == "bulk":
                 verdict = rng.choice(verdicts)

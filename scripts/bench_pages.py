@@ -1,208 +1,47 @@
-"""Time the fixed-tax pages on a seeded database and count their SQL queries.
+"""Time every page of a team on PostgreSQL at scale, count its SQL queries, and judge the target.
 
-Seeds two teams in a throwaway test database (created and dropped by Django's test machinery, so
-your data is never touched): one with 10 servers, one with `--servers` (default 50), each server
-with `--snapshots` (default 500) snapshots, ~15 SnapshotTool rows per snapshot, a poll run per
-snapshot, a few alerts, budgets checked in every snapshot, and a stack holding every server.
-Then requests each page `--repeat` times through Django's test Client and prints p50/p95 and the
-query count at 10 and at N servers (these must be equal: queries may not grow with servers).
+Seeds (once, into the database of DATABASE_URL, default `mcptax_bench_pages`; `--reseed` to start
+over) two teams: one with 10 servers and one with `--servers` (default 50), each server with
+`--snapshots` (default 500) snapshots (scripts/bench_pages_seed.py), and captured agent traffic:
+`--calls` (default 1,000,000) ToolCalls from 20 agents over 90 days in the large team, a
+tenth of that in the small one, written with COPY by bench_fidelity.seed_calls, rollups
+included. Then requests each page `--repeat` times through Django's test Client, logged in, and
+prints p50/p95 (server side: the view, its queries and its template) and the query count at 10 and
+at N servers. Fails when a page's p95 is over `--p95-ms` (default 150) or its query count grows
+with the number of servers. `--smoke`: a tiny size, the target not judged.
 
-    .venv/bin/python scripts/bench_pages.py                      # SQLite (a temporary file)
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcptax_bench_pages .venv/bin/python scripts/bench_pages.py
+    .venv/bin/python scripts/bench_pages.py --calls 100000 --repeat 10   # smaller
     .venv/bin/python scripts/bench_pages.py --browser --repeat 5 # Chromium, demo data, < 300 ms each
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/mcptax .venv/bin/python scripts/bench_pages.py
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import statistics
 import sys
-import tempfile
 import time
-from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-if not os.environ.get("DATABASE_URL"):
-    os.environ.setdefault("VAR_DIR", tempfile.mkdtemp(prefix="bench-pages-"))
+BROWSER = "--browser" in sys.argv
+if not BROWSER:
+    os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/mcptax_bench_pages")
+os.environ.setdefault("VAR_DIR", "/tmp/bench-pages-var")
 
 import django  # noqa: E402
 
 django.setup()
 
 from django.conf import settings  # noqa: E402
-from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
-from django.test import Client  # noqa: E402
-from django.test.utils import CaptureQueriesContext, setup_test_environment  # noqa: E402
-from django.urls import reverse  # noqa: E402
-from django.utils import timezone  # noqa: E402
 
-TOOLS_PER_SNAPSHOT = 15
-
-
-def _tools(variant: int) -> list[dict]:
-    tools = []
-    for j in range(TOOLS_PER_SNAPSHOT + variant % 3):
-        tools.append(
-            {
-                "name": f"tool_{j}",
-                "description": f"Tool {j}, release variant {variant}. "
-                + "Explains at length. " * (5 + j % 4),
-                "inputSchema": {
-                    "type": "object",
-                    "properties": {
-                        "path": {"type": "string", "description": "A path inside the root."},
-                        "limit": {"type": "integer"},
-                    },
-                    "required": ["path"],
-                },
-            }
-        )
-    return tools
-
-
-FINDINGS = [
-    {
-        "kind": "near_duplicate_tools",
-        "severity": "warning",
-        "tools": ["tool_1", "tool_2", "tool_3"],
-        "title": "tool_1, tool_2 and tool_3 could be one tool",
-        "detail": "They share the stem 'tool' and the parameters path, limit.",
-        "estimated_savings_tokens": 420,
-    },
-    {
-        "kind": "bulk_without_reference",
-        "severity": "warning",
-        "tools": ["tool_4"],
-        "title": "tool_4 takes bulk content with no reference alternative",
-        "detail": "Accept a path or URL next to the content.",
-        "estimated_savings_tokens": None,
-    },
-]
-
-
-def seed(team, servers: int, snapshots: int, owner) -> None:
-    from dashboard.alerts.models import Alert
-    from dashboard.servers.models import (
-        McpServer,
-        PollRun,
-        Snapshot,
-        SnapshotTool,
-        Stack,
-        ToolsDocument,
-        Transport,
-    )
-
-    documents = []
-    for variant in range(10):
-        tools = _tools(variant)
-        sha = hashlib.sha256(json.dumps(tools).encode()).hexdigest()
-        documents.append(ToolsDocument.store(sha, tools))
-    start = timezone.now() - timedelta(hours=snapshots * 6)
-    created = []
-    for n in range(servers):
-        server = McpServer.objects.create(
-            team=team,
-            name=f"{team.slug}-server-{n:03d}",
-            transport=Transport.HTTP,
-            url="http://127.0.0.1:9/mcp",
-        )
-        created.append(server)
-        rows = []
-        for k in range(snapshots):
-            variant = (k // 25) % 10
-            doc = documents[variant]
-            tax = 2000 + 40 * (k // 25) + (n * 7) % 300
-            when = start + timedelta(hours=6 * k)
-            rows.append(
-                Snapshot(
-                    server=server,
-                    document=doc,
-                    sha256=doc.sha256,
-                    first_seen=when,
-                    last_seen=when + timedelta(hours=5),
-                    server_version=f"1.{k // 25}.0",
-                    is_release=k % 25 == 0,
-                    tool_count=len(doc.raw),
-                    fixed_tax_tokens=tax,
-                    overhead_tokens=-1 if k % 2 else 2,
-                    instructions_tokens=40,
-                    findings=FINDINGS,
-                    budget_checks={
-                        "fixed_tax_tokens": {
-                            "limit": 2600,
-                            "level": "error",
-                            "value": tax,
-                            "breached": tax > 2600,
-                        }
-                    },
-                )
-            )
-        snaps = Snapshot.objects.bulk_create(rows)
-        for prev, snap in zip(snaps, snaps[1:], strict=False):
-            snap.previous = prev
-        Snapshot.objects.bulk_update(snaps[1:], ["previous"], batch_size=500)
-        SnapshotTool.objects.bulk_create(
-            [
-                SnapshotTool(
-                    snapshot=snap,
-                    position=j,
-                    name=tool["name"],
-                    tokens=120 + j,
-                    description_tokens=70 + j,
-                    schema_tokens=40,
-                    sha256=hashlib.sha256(f"{snap.sha256}{j}".encode()).hexdigest(),
-                )
-                for snap in snaps
-                for j, tool in enumerate(snap.document.raw)
-            ],
-            batch_size=2000,
-        )
-        PollRun.objects.bulk_create(
-            [
-                PollRun(
-                    server=server,
-                    started=snap.first_seen,
-                    duration_ms=400,
-                    outcome="ok" if k % 50 else "timeout",
-                    message="" if k % 50 else "timed out after 60 s",
-                    snapshot=snap,
-                    changed=True,
-                    trigger="schedule",
-                )
-                for k, snap in enumerate(snaps)
-            ],
-            batch_size=2000,
-        )
-        Alert.objects.bulk_create(
-            [
-                Alert(
-                    team=team,
-                    rule_key=f"server:{server.pk}:fixed_tax_tokens:{i}",
-                    measure="fixed_tax_tokens",
-                    level="error",
-                    server=server,
-                    subject_label=server.name,
-                    snapshot=snaps[-1 - (i * 40) % len(snaps)],
-                    value=3000,
-                    limit=2600,
-                    message=f"{server.name} above budget",
-                    state="resolved",
-                    opened_at=snaps[-1 - (i * 40) % len(snaps)].first_seen,
-                )
-                for i in range(3)
-            ]
-        )
-        McpServer.objects.filter(pk=server.pk).update(
-            current_snapshot=snaps[-1], last_poll_at=snaps[-1].last_seen, last_outcome="ok", owner=owner
-        )
-    Stack.objects.create(team=team, name="everything").servers.set(created)
+SMALL_SLUG, LARGE_SLUG, USER = "pbench-ten", "pbench-large", "pbench"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -211,13 +50,189 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+def _seeded(servers: int, snapshots: int, calls: int) -> bool:
+    """Whether the database holds exactly what these options would seed."""
+    from dashboard.servers.models import Snapshot
+    from ingest.capture.models import ToolCall
+
+    large = LARGE_SLUG
+    return (
+        Snapshot.objects.filter(server__team__slug=large).count() == servers * snapshots
+        and Snapshot.objects.filter(server__team__slug=SMALL_SLUG).count() == 10 * snapshots
+        and ToolCall.objects.filter(team__slug=large).count() == calls
+        and ToolCall.objects.filter(team__slug=SMALL_SLUG).count() == _small_calls(calls)
+    )
+
+
+def _small_calls(calls: int) -> int:
+    return max(200, calls // 10)
+
+
+def seed_all(servers: int, snapshots: int, calls: int) -> None:
+    import bench_fidelity
+    import bench_pages_seed as schema
+    from django.contrib.auth import get_user_model
+
+    from dashboard.teams.models import Membership, Team
+
+    Team.objects.filter(slug__in=[SMALL_SLUG, LARGE_SLUG]).delete()
+    user, _ = get_user_model().objects.get_or_create(username=USER)
+    for slug, name, count, team_calls in (
+        (SMALL_SLUG, "Ten", 10, _small_calls(calls)),
+        (LARGE_SLUG, f"Large {servers}", servers, calls),
+    ):
+        started = time.monotonic()
+        team = Team.objects.create(name=name, slug=slug)
+        Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
+        schema.seed(team, count, snapshots, user)
+        print(f"{slug}: {count} servers x {snapshots} snapshots in {time.monotonic() - started:.0f} s")
+        bench_fidelity.seed_calls(
+            team, team_calls, 7, tools=schema.FIDELITY_TOOLS, bulk_tools=schema.FIDELITY_BULK_TOOLS
+        )
+    # A reseed deletes the old rows and bulk_update rewrites every snapshot: without VACUUM the pages
+    # would be timed on tables with millions of dead rows (autovacuum gets there, in its own time).
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+
+
+def pages_for(team) -> list[tuple[str, str, dict]]:
+    from django.urls import reverse
+
+    from ingest.capture.models import ToolCall
+
+    slug = team.slug
+    server = team.servers.get(name="files")
+    current = server.current_snapshot
+    first_release = server.snapshots.order_by("first_seen").first()
+    ov = reverse("team_overview", args=[slug])
+    detail = reverse("server_detail", args=[slug, server.code])
+    diff = reverse("snapshot_diff", args=[slug, server.code])
+    tool = reverse("fidelity_tool", args=[slug, server.code, "tool_0"])
+    agents = reverse("fidelity_agents", args=[slug])
+    agent = reverse("fidelity_agent", args=[slug, "claude-code"])
+    # The same kind of call in both teams (an exact paste), so their drill-downs are comparable.
+    call = (
+        ToolCall.objects.filter(team=team, bulk_count=1, bulk_arguments__verdict="exact")
+        .order_by("-request_ts")
+        .first()
+    )
+    htmx = {"HTTP_HX_REQUEST": "true"}
+
+    def region(name: str) -> dict:
+        return {**htmx, "HTTP_HX_TARGET": name}
+
+    return [
+        ("overview", ov, {}),
+        ("overview sorted by name (htmx region)", ov + "?sort=name", htmx),
+        ("overview filtered over budget", ov + "?status=over_budget", {}),
+        ("server page", detail, {}),
+        ("server chart by release (htmx)", detail + "?axis=release", region("chart-region")),
+        ("server tools sorted (htmx)", detail + "?tsort=name", region("tools-region")),
+        ("tool page, 30 days", tool, {}),
+        ("tool page, 90 days", tool + "?days=90", {}),
+        ("tool calls region (htmx)", tool + "?sort=bytes", region("calls-region")),
+        ("release diff (previous)", diff, {}),
+        ("release diff (first vs current)", diff + f"?a={first_release.pk}&b={current.pk}", {}),
+        ("stacks", reverse("stacks", args=[slug]), {}),
+        ("regressions, all", reverse("regressions", args=[slug]) + "?period=all", {}),
+        ("alerts", reverse("alert_list", args=[slug]), {}),
+        ("budgets", reverse("budgets", args=[slug]), {}),
+        ("channels", reverse("channels", args=[slug]), {}),
+        ("agents list, 30 days", agents, {}),
+        ("agents list, 90 days", agents + "?days=90", {}),
+        ("agent page, 30 days", agent, {}),
+        ("agent page, 90 days", agent + "?days=90", {}),
+        ("agent calls, verdict=truncated (htmx)", agent + "?verdict=truncated", region("calls-region")),
+        ("agent calls, page 200 (htmx)", agent + "?page=200", region("calls-region")),
+        ("call drill-down", reverse("fidelity_call", args=[slug, call.pk]), {}),
+        ("ingest", reverse("ingest_home", args=[slug]), {}),
+        ("references", reverse("fidelity_references", args=[slug]), {}),
+        ("prices", reverse("fidelity_prices", args=[slug]), {}),
+        ("discovery", reverse("discovery_team", args=[slug]), {}),
+        ("discovery, an agent", reverse("discovery_agent", args=[slug, "claude-code"]), {}),
+        ("discovery, a server", reverse("discovery_server", args=[slug, server.code]), {}),
+        ("discovery, a tool", reverse("discovery_tool", args=[slug, server.code, "tool_0"]), {}),
+        ("team settings", reverse("team_settings", args=[slug]), {}),
+        ("health", reverse("team_health", args=[slug]), {}),
+    ]
+
+
+def measure(client, url: str, extra: dict) -> tuple[int, int]:
+    """The query count and size of one warm request (figures of an unchanged snapshot are
+    remembered per process, as when a page is served most of the time)."""
+    from django.test.utils import CaptureQueriesContext
+
+    client.get(url, **extra)
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url, **extra)
+    if response.status_code != 200:
+        raise SystemExit(f"{url}: HTTP {response.status_code}")
+    if os.environ.get("BENCH_SHOW_QUERIES"):
+        print(url, *[q["sql"][:160] for q in queries.captured_queries], sep="\n  ")
+    return len(queries), len(response.content)
+
+
+def time_pages(client, large, small, repeat: int) -> list[dict]:
+    results = []
+    for (label, url, extra), (_, small_url, small_extra) in zip(
+        pages_for(large), pages_for(small), strict=True
+    ):
+        queries_large, size = measure(client, url, extra)  # also warms templates and plans
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            client.get(url, **extra)
+            times.append((time.perf_counter() - start) * 1000)
+        queries_small, _ = measure(client, small_url, small_extra)
+        results.append(
+            {
+                "page": label,
+                "p50_ms": statistics.median(times),
+                "p95_ms": percentile(times, 0.95),
+                "queries_10": queries_small,
+                "queries_n": queries_large,
+                "kb": size / 1024,
+            }
+        )
+    return results
+
+
+def report(results: list[dict], args: argparse.Namespace, judge: bool) -> bool:
+    load = os.getloadavg()
+    print(
+        f"\n{connection.vendor}: {args.servers} servers x {args.snapshots} snapshots (+10 x {args.snapshots}), "
+        f"{args.calls:,} calls; {args.repeat} requests per page; load average "
+        f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)\n"
+    )
+    header = f"{'page':40} {'p50 ms':>8} {'p95 ms':>8} {'queries@10':>11} {f'queries@{args.servers}':>11} {'KB':>6}"
+    print(header)
+    print("-" * len(header))
+    ok = True
+    for r in results:
+        over = judge and r["p95_ms"] > args.p95_ms
+        grew = r["queries_n"] != r["queries_10"]
+        ok &= not over and not grew
+        flag = ("  OVER" if over else "") + ("  GREW" if grew else "")
+        print(
+            f"{r['page']:40} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['queries_10']:11d} "
+            f"{r['queries_n']:11d} {r['kb']:6.0f}{flag}"
+        )
+    if not ok:
+        print(f"\nFAIL: a page's p95 is over {args.p95_ms:.0f} ms or its query count grew with servers")
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--servers", type=int, default=50)
     parser.add_argument("--snapshots", type=int, default=500)
+    parser.add_argument("--calls", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--p95-ms", type=float, default=150.0, help="the per-page server-side target")
+    parser.add_argument("--reseed", action="store_true", help="drop the bench teams and seed again")
+    parser.add_argument("--smoke", action="store_true", help="3 servers x 5 snapshots, 2,000 calls, unjudged")
     parser.add_argument("--json", action="store_true", help="also print the results as JSON")
     parser.add_argument(
         "--browser",
@@ -228,116 +243,36 @@ def main() -> int:
     args = parser.parse_args()
     if args.browser:
         return browser_main(args)
+    if args.smoke:
+        args.servers, args.snapshots, args.calls, args.repeat = 3, 5, 2000, 2
 
+    import bench_fidelity
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.test import Client
+    from django.test.utils import setup_test_environment
+
+    from dashboard.teams.models import Team
+
+    bench_fidelity._ensure_database()
+    call_command("migrate", verbosity=0)
+    if args.reseed or not _seeded(args.servers, args.snapshots, args.calls):
+        started = time.monotonic()
+        seed_all(args.servers, args.snapshots, args.calls)
+        print(f"seeded in {time.monotonic() - started:.0f} s")
+    else:
+        print(f"reusing the seeded teams in {settings.DATABASES['default']['NAME']} (--reseed to start over)")
     setup_test_environment(debug=False)
-    vendor = connection.vendor
-    if vendor == "sqlite":
-        # A file, not the in-memory default: the embedded run uses a file too.
-        test_file = Path(settings.VAR_DIR) / "bench-pages.sqlite3"
-        settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = str(test_file)
-    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True, keepdb=False)
-    try:
-        from dashboard.teams.models import Membership, Team
-
-        user = get_user_model().objects.create_user("bench", password="bench-password-123")
-        small = Team.objects.create(name="Ten")
-        large = Team.objects.create(name=f"Large {args.servers}")
-        for team in (small, large):
-            Membership.objects.create(team=team, user=user, role=Membership.Role.OWNER)
-        t0 = time.monotonic()
-        seed(small, 10, args.snapshots, user)
-        seed(large, args.servers, args.snapshots, user)
-        seed_seconds = time.monotonic() - t0
-
-        client = Client(HTTP_HOST="localhost")
-        client.force_login(user)
-
-        def pages_for(team) -> list[tuple[str, str, dict]]:
-            server = team.servers.order_by("name").first()
-            current = server.current_snapshot
-            first_release = server.snapshots.order_by("first_seen").first()
-            ov = reverse("team_overview", args=[team.slug])
-            detail = reverse("server_detail", args=[team.slug, server.code])
-            diff = reverse("snapshot_diff", args=[team.slug, server.code])
-            htmx = {"HTTP_HX_REQUEST": "true"}
-            return [
-                ("overview", ov, {}),
-                ("overview sorted by name (htmx region)", ov + "?sort=name", htmx),
-                ("overview filtered over budget", ov + "?status=over_budget", {}),
-                ("server page", detail, {}),
-                (
-                    "server chart by release (htmx)",
-                    detail + "?axis=release",
-                    {**htmx, "HTTP_HX_TARGET": "chart-region"},
-                ),
-                (
-                    "server tools sorted (htmx)",
-                    detail + "?tsort=name",
-                    {**htmx, "HTTP_HX_TARGET": "tools-region"},
-                ),
-                ("release diff (previous)", diff, {}),
-                ("release diff (first vs current)", diff + f"?a={first_release.pk}&b={current.pk}", {}),
-                ("stacks", reverse("stacks", args=[team.slug]), {}),
-            ]
-
-        def measure(url: str, extra: dict) -> tuple[int, int]:
-            # Counted warm, as a page is served most of the time: figures of an unchanged snapshot
-            # are remembered per process (tests/dashboard/servers/test_selectors.py counts cold).
-            client.get(url, **extra)
-            with CaptureQueriesContext(connection) as queries:
-                response = client.get(url, **extra)
-            if response.status_code != 200:
-                raise SystemExit(f"{url}: HTTP {response.status_code}")
-            if os.environ.get("BENCH_SHOW_QUERIES"):
-                print(url, *[q["sql"][:160] for q in queries.captured_queries], sep="\n  ")
-            return len(queries), len(response.content)
-
-        results = []
-        for (label, url, extra), (_, small_url, small_extra) in zip(
-            pages_for(large), pages_for(small), strict=True
-        ):
-            measure(url, extra)  # warm caches (templates, plans)
-            times = []
-            for _ in range(args.repeat):
-                start = time.perf_counter()
-                client.get(url, **extra)
-                times.append((time.perf_counter() - start) * 1000)
-            queries_large, size = measure(url, extra)
-            queries_small, _ = measure(small_url, small_extra)
-            results.append(
-                {
-                    "page": label,
-                    "p50_ms": statistics.median(times),
-                    "p95_ms": percentile(times, 0.95),
-                    "queries_10": queries_small,
-                    f"queries_{args.servers}": queries_large,
-                    "kb": size / 1024,
-                }
-            )
-
-        print(
-            f"\n{vendor}: {args.servers} servers x {args.snapshots} snapshots "
-            f"(+10 x {args.snapshots}), ~{TOOLS_PER_SNAPSHOT} tools per snapshot; seeded in {seed_seconds:.0f} s; "
-            f"{args.repeat} requests per page\n"
-        )
-        header = f"{'page':44} {'p50 ms':>8} {'p95 ms':>8} {'queries@10':>11} {f'queries@{args.servers}':>11} {'KB':>7}"
-        print(header)
-        print("-" * len(header))
-        grew = False
-        for r in results:
-            q_large = r[f"queries_{args.servers}"]
-            grew |= q_large != r["queries_10"]
-            print(
-                f"{r['page']:44} {r['p50_ms']:8.1f} {r['p95_ms']:8.1f} {r['queries_10']:11d} {q_large:11d} {r['kb']:7.0f}"
-            )
-        if args.json:
-            print(json.dumps({"vendor": vendor, "results": results}, indent=2))
-        if grew:
-            print("\nFAIL: a page's query count grew with the number of servers")
-            return 1
-        return 0
-    finally:
-        connection.creation.destroy_test_db(old_name, verbosity=0)
+    settings.ALLOWED_HOSTS = ["testserver", "localhost"]
+    client = Client(HTTP_HOST="localhost")
+    client.force_login(get_user_model().objects.get(username=USER))
+    results = time_pages(
+        client, Team.objects.get(slug=LARGE_SLUG), Team.objects.get(slug=SMALL_SLUG), args.repeat
+    )
+    ok = report(results, args, judge=not args.smoke)
+    if args.json:
+        print(json.dumps({"vendor": connection.vendor, "results": results}, indent=2))
+    return 0 if ok else 1
 
 
 def browser_main(args: argparse.Namespace) -> int:

@@ -41,16 +41,16 @@ run tokens "${SQLITE[@]}" $BIN/python scripts/bench_tokens.py --smoke
 run gate "${SQLITE[@]}" $BIN/python scripts/bench_gate.py --tools 50
 run proxy "${SQLITE[@]}" $BIN/python scripts/bench_proxy.py --calls 100 --request-mb 1
 run measure "${SQLITE[@]}" $BIN/python scripts/bench_measure.py --smoke
-run pages "${SQLITE[@]}" $BIN/python scripts/bench_pages.py --servers 3 --snapshots 5 --repeat 2
 if services_up; then
   PG=(DATABASE_URL="$PG_URL" REDIS_URL="$REDIS")
   run poll "${PG[@]}" $BIN/python scripts/bench_poll.py --smoke
   run fidelity "${PG[@]}" $BIN/python scripts/bench_fidelity.py --smoke --reseed
   run ingest "${PG[@]}" $BIN/python scripts/bench_ingest.py --smoke
+  run pages "${PG[@]}" $BIN/python scripts/bench_pages.py --smoke --reseed
 elif [ "${CI:-false}" = "true" ]; then
-  echo "FAIL  poll, fidelity, ingest: CI=true and PostgreSQL/Redis are not reachable"
+  echo "FAIL  poll, fidelity, ingest, pages: CI=true and PostgreSQL/Redis are not reachable"
   status=1
 else
-  echo "skip  poll, fidelity, ingest: PostgreSQL/Redis not reachable"
+  echo "skip  poll, fidelity, ingest, pages: PostgreSQL/Redis not reachable"
 fi
 exit $status

@@ -12,7 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString, mark_safe
+
 from dashboard.servers.models import Snapshot, SnapshotTool
+from dashboard.templatetags.taxfmt import tokens as tokens_filter
 from mcptax import tokens
 from mcptax.findings import LARGE_SURFACE
 
@@ -267,3 +272,18 @@ def diff_snapshots(a: Snapshot, b: Snapshot) -> SnapshotDiff:
         findings=diff_findings(a.findings or [], b.findings or []),
         duplicate_names=sorted(set(dup_a + dup_b)),
     )
+
+
+def snapshot_options(history: list[Any], selected: int | None) -> SafeString:
+    """The <option>s of a diff's snapshot picker, newest first, built in one pass: a template loop
+    with a date filter per option cost ~100 ms for two pickers of 500 snapshots."""
+    rows = []
+    for p in history:
+        when = timezone.localtime(p.first_seen).strftime("%Y-%m-%d %H:%M")
+        text = f"{p.label} · {when} · {tokens_filter(p.tokens)} tokens"
+        rows.append(
+            format_html(
+                '<option value="{}" {}>{}</option>', p.pk, "selected" if p.pk == selected else "", text
+            )
+        )
+    return mark_safe("".join(rows))  # noqa: S308 - every part went through format_html

@@ -196,19 +196,34 @@ def for_server(
     clients = [first, *(c for c in loading.CLIENTS if c != first)]
     document = ToolsDocument.objects.get(sha256=snapshot.sha256)
     tools = loading.ServerTools(server.name, document.raw, snapshot.instructions or None, False)
-    return [
-        (
-            loading.PRESETS[c],
-            loading.stack_figures(
-                [tools],
-                c,
-                encoding=encoding,
-                setting=setting_for(team, None, c),
-                context_window=team.context_window,
-            ).servers[0],
+    rows = []
+    for c in clients:
+        setting = setting_for(team, None, c)
+        # Remembered by content (the tools/list's sha256 and every input of the figures): a
+        # snapshot's figures never change, so this cannot go stale; it saves tokenizing the tools
+        # under every preset on every view of the page.
+        key = (
+            snapshot.sha256,
+            tools.instructions or "",
+            server.name,
+            c,
+            encoding,
+            setting,
+            team.context_window,
         )
-        for c in clients
-    ]
+        found = _SERVER_FIGURES.get(key)
+        if found is None:
+            found = loading.stack_figures(
+                [tools], c, encoding=encoding, setting=setting, context_window=team.context_window
+            ).servers[0]
+            if len(_SERVER_FIGURES) > 2048:
+                _SERVER_FIGURES.clear()
+            _SERVER_FIGURES[key] = found
+        rows.append((loading.PRESETS[c], found))
+    return rows
+
+
+_SERVER_FIGURES: dict[tuple[str, str, str, str, str, str | None, int], ServerLoading] = {}
 
 
 def server_advice(server: McpServer, snapshot: Snapshot, team: Team, encoding: str) -> list[Advice]:

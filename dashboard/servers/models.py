@@ -251,6 +251,9 @@ class Snapshot(models.Model):
     raw_bytes = models.PositiveIntegerField(default=0, help_text="UTF-8 bytes of the raw tools as received")
     encoding = models.CharField(max_length=40, default="cl100k_base")
     fixed_tax_tokens = models.PositiveIntegerField(default=0)
+    # fixed_tax_tokens minus the previous snapshot's, set when the snapshot is recorded (null: the
+    # server's first): the regressions page finds the changes through it without a self-join.
+    tax_delta = models.IntegerField(null=True, blank=True)
     overhead_tokens = models.IntegerField(default=0)
     instructions_tokens = models.PositiveIntegerField(default=0)
     instructions = models.TextField(blank=True)
@@ -279,7 +282,15 @@ class Snapshot(models.Model):
 
     class Meta:
         ordering = ["-first_seen", "-pk"]
-        indexes = [models.Index(fields=["server", "-first_seen"], name="snapshot_server_recent")]
+        indexes = [
+            models.Index(fields=["server", "-first_seen"], name="snapshot_server_recent"),
+            # The regressions page: the changes that moved a tax, newest first.
+            models.Index(
+                fields=["-first_seen", "-id"],
+                condition=Q(tax_delta__lt=0) | Q(tax_delta__gt=0),
+                name="snapshot_tax_changes",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.server} {self.server_version or self.sha256[:8]} ({self.fixed_tax_tokens} tokens)"

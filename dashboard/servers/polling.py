@@ -276,6 +276,7 @@ def record_snapshot(
             raw_bytes=len(document.raw_json.encode()),
             encoding=report.encoding,
             fixed_tax_tokens=report.fixed_tax_tokens,
+            tax_delta=None if current is None else report.fixed_tax_tokens - current.fixed_tax_tokens,
             overhead_tokens=report.overhead_tokens,
             instructions_tokens=report.instructions_tokens,
             instructions=instructions,

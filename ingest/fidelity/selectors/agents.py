@@ -149,7 +149,9 @@ def family_report(team: Team, family: str, *, since: date | None) -> FamilyRepor
     # Adoption counts tools that accept both in the team's own schema or traffic, not only this
     # family's: an agent that always pastes must not escape the measure by never trying.
     team_rows = list(
-        grouped(team, since, ["server_label", "tool", "verdict"]).filter(verdict__in=[BY_REFERENCE, *JUDGED])
+        grouped(team, since, ["server_label", "tool", "verdict"], sums=["calls"]).filter(
+            verdict__in=[BY_REFERENCE, *JUDGED]
+        )
     )
     accepting = schema_accepting_tools(team) | observed_accepting_tools(team_rows)
     total = Tally()

@@ -150,10 +150,11 @@ class Tally:
             "reference_tokens",
             "estimated_calls",
         ):
-            setattr(self, name, getattr(self, name) + (row[name] or 0))
-        self.server_errors += row["server_errors"] or 0
-        self.cost_usd += Decimal(row["cost_usd"] or 0)
-        self.reference_cost_usd += Decimal(row["reference_cost_usd"] or 0)
+            setattr(self, name, getattr(self, name) + (row.get(name) or 0))
+        # .get: a row summed over fewer columns (grouped(sums=...)) adds nothing to the others.
+        self.server_errors += row.get("server_errors") or 0
+        self.cost_usd += Decimal(row.get("cost_usd") or 0)
+        self.reference_cost_usd += Decimal(row.get("reference_cost_usd") or 0)
 
     @property
     def exact_rate(self) -> float | None:
@@ -190,16 +191,22 @@ class Tally:
 
 
 def grouped(
-    team: Team, since: date | None, group: list[str], agent_ids: list[int] | None = None
+    team: Team,
+    since: date | None,
+    group: list[str],
+    agent_ids: list[int] | None = None,
+    sums: Iterable[str] = SUMS,
 ) -> QuerySet[FidelityDaily, dict[str, Any]]:
-    """Rollup rows summed per ``group`` (every column of SUMS), over the period."""
+    """Rollup rows summed per ``group`` (every column of ``sums``, all of SUMS unless told: a
+    caller that reads one column saves summing the others, the money ones above all), over the
+    period."""
     rows = FidelityDaily.objects.filter(team=team)
     if since is not None:
         rows = rows.filter(day__gte=since)
     if agent_ids is not None:
         rows = rows.filter(agent_id__in=agent_ids)
     summed: QuerySet[FidelityDaily, dict[str, Any]] = (
-        rows.values(*group).annotate(**{name: Sum(name) for name in SUMS}).order_by()
+        rows.values(*group).annotate(**{name: Sum(name) for name in sums}).order_by()
     )
     return summed
 
