@@ -11,10 +11,10 @@ restart policy does; the web server exiting stops the run.
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from argparse import ArgumentParser
 from pathlib import Path
 from types import FrameType
@@ -180,12 +180,13 @@ class Command(BaseCommand):
         return subprocess.Popen(cmd, cwd=settings.BASE_DIR, env=env, start_new_session=True, **output)
 
     def _wait_for_web(self, procs: list[tuple[str, subprocess.Popen[bytes]]], addr: str, port: int) -> None:
+        # A TCP connect, not a request: runserver listens only once it can answer, and a request
+        # would be logged by the web process, possibly after the address this command prints last.
         host = "127.0.0.1" if addr in ("0.0.0.0", "") else addr.strip("[]")
-        probe = f"http://{host}:{port}/login/" if ":" not in host else f"http://[{host}]:{port}/login/"
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not self._exited(procs):
             try:
-                urllib.request.urlopen(probe, timeout=2).close()
+                socket.create_connection((host, port), timeout=2).close()
                 return
             except OSError:
                 time.sleep(0.3)
