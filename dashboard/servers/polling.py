@@ -300,16 +300,20 @@ def record_snapshot(
         )
         McpServer.objects.filter(pk=server.pk).update(current_snapshot=snapshot)
         server.current_snapshot = snapshot
+    _store_findings(server, snapshot, result.tools, encoding)
+    return snapshot, True
+
+
+def _store_findings(server: McpServer, snapshot: Snapshot, tools: list[Any], encoding: str) -> None:
     # The counts are stored: from here on a failure costs the findings, never the snapshot.
     try:
-        found = findings_mod.analyze(result.tools, encoding=encoding, **_team_medians(server))
+        found = findings_mod.analyze(tools, encoding=encoding, **_team_medians(server))
     except Exception as exc:
         log.exception("findings of snapshot %s (server %s) failed", snapshot.pk, server.name)
         record_analysis_error(snapshot, "findings", exc)
     else:
         snapshot.findings = [f.to_dict() for f in found]
         Snapshot.objects.filter(pk=snapshot.pk).update(findings=snapshot.findings)
-    return snapshot, True
 
 
 def tracked_encodings(server: McpServer) -> list[str]:
