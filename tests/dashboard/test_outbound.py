@@ -72,7 +72,8 @@ def test_an_apprise_channel_to_an_inward_host_sends_nothing(team, strict):
 
 
 def test_poll_errors_name_the_class_and_status_not_the_servers_reply(team, caplog):
-    with Receiver([500], reply=SECRET, content_type="application/json") as failing:
+    # Failing for good: a reply off the HTTP fast path is asked again through the SDK.
+    with Receiver([500] * 8, reply=SECRET, content_type="application/json") as failing:
         server = McpServer.objects.create(team=team, name="fails", transport=Transport.HTTP, url=failing.url)
         assert poll_server(server.pk).message == f"{failing.url} answered with HTTP 500"
     with Receiver(ok_reply=SECRET, content_type="application/json") as talkative:
