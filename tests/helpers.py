@@ -107,6 +107,36 @@ def stop_process(proc: subprocess.Popen[Any], timeout: float = 20.0) -> None:
         proc.wait()
 
 
+def thread_on_test_database(target: Callable[..., Any], *args: Any, **kwargs: Any) -> threading.Thread:
+    """A (not yet started) thread running ``target(*args, **kwargs)`` against the test's database,
+    standing in for a worker beside ``live_server``.
+
+    On the in-memory SQLite test database a connection of the thread's own would meet the live
+    server's in SQLite's shared cache, where a table lock fails at once ("database table is
+    locked") instead of waiting; so there the thread uses the test's connection, as live_server
+    does. Elsewhere it opens its own and closes it at the end.
+    """
+    from django.db import connections
+
+    main = connections["default"]
+    shared = main.vendor == "sqlite" and main.is_in_memory_db()
+    if shared:
+        main.inc_thread_sharing()
+
+    def run() -> None:
+        if shared:
+            connections["default"] = main
+        try:
+            target(*args, **kwargs)
+        finally:
+            if shared:
+                main.dec_thread_sharing()
+            else:
+                connections["default"].close()
+
+    return threading.Thread(target=run, daemon=True)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

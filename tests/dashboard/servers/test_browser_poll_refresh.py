@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import sys
-import threading
 import time
 from datetime import timedelta
 
@@ -24,6 +23,7 @@ from dashboard.servers.models import McpServer
 from dashboard.tasks import poll as poll_server
 from tests.browser import browser_login
 from tests.conftest import ROOT
+from tests.helpers import thread_on_test_database
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -108,7 +108,7 @@ def test_a_new_servers_page_waits_for_its_first_poll_and_then_stops(
     # The schedule's first poll, run by the real poll code against the real example server (the
     # dispatcher's worker, here a thread), a few seconds later.
     server = McpServer.objects.get(team=team, name="docs")
-    worker = threading.Thread(target=poll_server, args=(server.pk,), kwargs={"trigger": "schedule"})
+    worker = thread_on_test_database(poll_server, server.pk, trigger="schedule")
     worker.start()
     worker.join(timeout=120)
     server.refresh_from_db()

@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from tests.conftest import make_envelope_log
+from tests.helpers import thread_on_test_database
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -16,22 +17,17 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.django_db(trans
 def held_worker(monkeypatch):
     """Stands in for the Celery worker: runs the real task body in another thread once the test
     sets ``release``, so the page first sees the job waiting and then has to notice it finish."""
-    from django.db import connection
-
     from ingest import tasks
 
     threads: list[threading.Thread] = []
     release = threading.Event()
 
     def work(job_id: int) -> None:
-        try:
-            if release.wait(timeout=120):
-                tasks.run_ingest_job(job_id)
-        finally:
-            connection.close()
+        if release.wait(timeout=120):
+            tasks.run_ingest_job(job_id)
 
     def delay(job_id: int) -> None:
-        thread = threading.Thread(target=work, args=(job_id,), daemon=True)
+        thread = thread_on_test_database(work, job_id)
         threads.append(thread)
         thread.start()
 
