@@ -4,7 +4,6 @@ reference). ``capture_log`` runs it; the area conftest captures it once per test
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ from ingest.capture import pipeline
 from ingest.capture.models import BulkArgument, IngestJob
 from tests.conftest import ROOT
 from tests.helpers import sha
-from tests.ingest.capture.logs import EnvelopeLog
+from tests.ingest.capture.logs import EnvelopeLog, until_answers_logged
 
 PY = sys.executable
 LABEL = "files-lean"
@@ -73,18 +72,6 @@ def _through_proxy(log: Path, root: Path) -> StdioServerParameters:
     )
 
 
-def _answers_logged(log: Path) -> int:
-    """How many answers of the server (s2c messages with an id) the proxy has written so far."""
-    if not log.exists():
-        return 0
-    count = 0
-    for line in log.read_bytes().splitlines():
-        record = json.loads(line)
-        raw = record.get("raw")
-        count += record.get("direction") == "s2c" and isinstance(raw, dict) and "id" in raw
-    return count
-
-
 async def _drive(log: Path, root: Path) -> list[bool]:
     errors = []
     answers = 0
@@ -96,13 +83,9 @@ async def _drive(log: Path, root: Path) -> list[bool]:
                 for arguments, meta in calls:
                     result = await client.call_tool("write", arguments, meta=meta)
                     errors.append(result.is_error)
-                # The proxy writes its log from a thread of its own. Leaving the session lets the
-                # SDK kill the proxy two seconds after asking it to stop, which on a loaded machine
-                # can come before that thread has written the last answers: wait for them first
-                # (initialize, tools/list and each call were answered).
+                # initialize, tools/list and each call were answered: in the log before leaving.
                 answers += len(calls) + 2
-                while _answers_logged(log) < answers:
-                    await anyio.sleep(0.05)
+                await until_answers_logged(log, answers)
     return errors
 
 
