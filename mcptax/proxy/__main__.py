@@ -8,12 +8,35 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
+from types import FrameType
 
 from mcptax.proxy.push import DEFAULT_DRAIN_TIMEOUT, DEFAULT_MAX_BUFFER_BYTES, PushSink
 from mcptax.proxy.writer import PROXY_NAME, PROXY_VERSION, EnvelopeWriter, FileSink, Sink, new_session_id
+
+# Signals a supervisor sends to stop the proxy (the SDK's stdio client SIGTERMs the whole process
+# group when the server has not exited 2 s after its stdin closed).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the writer's close, so the log is drained
+
+
+def stop_signals_drain_the_log() -> None:
+    """A stop signal never kills the proxy with frames still unwritten.
+
+    Before the relay starts, it stops the proxy through `SystemExit`, which drains the log. Once
+    the relay runs, the relay's own handlers take over (stdio passes the signal on to the server,
+    HTTP stops serving) and stay in place until the process exits, so a signal that arrives while
+    the proxy is already on its way out has nothing left to do.
+    """
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, _stop)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Console entry point; returns the exit status (the server's own in stdio mode)."""
+    """Run the proxy; returns the exit status (the server's own in stdio mode)."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first `--` is the server command, passed through untouched.
     if "--" in args_list:
@@ -93,6 +116,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.server_label, "http" if http_mode else "stdio", sinks, hash_only=args.hash_only
     )
     session_id = new_session_id()
+    stop_signals_drain_the_log()
+    return _relay(args, command, http_mode, writer, session_id)
+
+
+def _relay(
+    args: argparse.Namespace, command: list[str], http_mode: bool, writer: EnvelopeWriter, session_id: str
+) -> int:
     try:
         if http_mode:
             from mcptax.proxy.http import ListenError, run_http
@@ -109,5 +139,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         writer.close()
 
 
+def exit_now(status: int) -> None:
+    """Leave without the interpreter's shutdown, which puts the default handlers back: a stop
+    signal arriving then would kill the proxy (status -15) after a clean run. Everything the
+    proxy owes is written by now: the relay writes straight to the file descriptors and the log
+    is drained."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
+
+
+def run() -> None:
+    """The `mcp-tax-proxy` command."""
+    exit_now(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -258,9 +258,10 @@ class LoggingReverseProxy:
         if content_type.startswith("text/event-stream"):
             parser = SseEventParser()
             async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                # Logged before it is passed on: a request it prompts is then logged after it.
                 for data in parser.feed(chunk):
                     self.writer.record(session_id, "s2c", data, conn_id=conn_id, extra=extra)
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             return
         kept = bytearray()
@@ -423,14 +424,13 @@ def run_http(listen: str, upstream: str, writer: EnvelopeWriter, session_id: str
     )
     server = uvicorn.Server(config)
     warn(f"listening on http://{host}:{port}/ -> {upstream}")
-    # uvicorn re-raises the signal that stopped it once it has shut down; with the default
-    # SIGTERM handler that would kill us before the log is flushed, so make it a no-op.
-    previous = signal.signal(signal.SIGTERM, lambda _signum, _frame: None)
-    try:
-        with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(server.serve(sockets=[sock]))
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    # uvicorn re-raises the signal that stopped it once it has shut down, and another may follow
+    # while the log is written: from here on a stop signal has nothing left to do. Left in place
+    # until the process exits.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda _signum, _frame: None)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve(sockets=[sock]))
     status = 0 if server.started else 1
     writer.record(run_id, "meta", meta={"event": "exit", "exit_code": status})
     return status

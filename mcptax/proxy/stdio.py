@@ -1,8 +1,9 @@
 """stdio mode: spawn the server and relay bytes both ways, logging each line as an envelope.
 
-Each direction is one thread doing read -> write -> split lines -> `writer.record`. The
-bytes are written on before the line is even looked at, so the relay is byte-for-byte
-and logging adds no latency; parsing happens later on the writer thread.
+Each direction is one thread doing read -> split lines -> `writer.record` -> write. A line is
+stamped (its `seq`) before its bytes are passed on, so nothing it causes on the other side can be
+logged before it; stamping only queues the line, and parsing happens later on the writer thread,
+so the relay stays byte-for-byte and logging adds next to no latency.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def pump(
     on_line: Callable[[bytes], None],
     on_eof: Callable[[], None] | None = None,
 ) -> None:
-    """Copy source to dest until EOF, handing each complete line to `on_line` afterwards.
+    """Copy source to dest until EOF, handing each complete line to `on_line` before the chunk
+    that completes it is written on (the reply a line causes is then always logged after it).
 
     If the destination goes away we keep reading (and logging) so the other side never
     blocks on a full pipe.
@@ -80,13 +82,13 @@ def pump(
             break
         if not chunk:
             break
+        for line in splitter.feed(chunk):
+            on_line(line)
         if dest_alive:
             try:
                 _write_all(dest_fd, chunk)  # type: ignore[arg-type]
             except OSError:
                 dest_alive = False
-        for line in splitter.feed(chunk):
-            on_line(line)
     tail = splitter.rest()
     if tail:
         on_line(tail)
@@ -118,6 +120,10 @@ def run_stdio(command: Sequence[str], writer: EnvelopeWriter, session_id: str | 
         writer.record(session_id, "meta", meta={**start_meta, "pid": None, "error": str(exc)})
         writer.record(session_id, "meta", meta={"event": "exit", "exit_code": 127})
         return 127
+    # From the moment the server runs, a stop signal is passed on to it, before anything is
+    # relayed. Left in place after the server exits: a stop signal then finds nothing to stop, and
+    # the frames still on their way to the log are written before the process exits.
+    _forward_signals(child)
     writer.record(session_id, "meta", meta={**start_meta, "pid": child.pid})
 
     assert child.stdin is not None and child.stdout is not None and child.stderr is not None
@@ -153,11 +159,7 @@ def run_stdio(command: Sequence[str], writer: EnvelopeWriter, session_id: str | 
     out_thread.start()
     err_thread.start()
 
-    previous_handlers = _forward_signals(child)
-    try:
-        returncode = child.wait()
-    finally:
-        _restore_signals(previous_handlers)
+    returncode = child.wait()
     out_thread.join(PIPE_DRAIN_TIMEOUT)
     err_thread.join(PIPE_DRAIN_TIMEOUT)
     status = _exit_status(returncode)
@@ -168,21 +170,14 @@ def run_stdio(command: Sequence[str], writer: EnvelopeWriter, session_id: str | 
 _FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def _forward_signals(child: subprocess.Popen[bytes]) -> dict[int, object]:
+def _forward_signals(child: subprocess.Popen[bytes]) -> None:
     """Pass termination signals on to the server, so it (not us) decides how to exit."""
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         with contextlib.suppress(OSError):
-            child.send_signal(signum)
+            child.send_signal(signum)  # a no-op once the server has exited and been reaped
 
-    previous: dict[int, object] = {}
     if threading.current_thread() is not threading.main_thread():
-        return previous
+        return
     for signum in _FORWARDED_SIGNALS:
-        previous[signum] = signal.signal(signum, forward)
-    return previous
-
-
-def _restore_signals(previous: dict[int, object]) -> None:
-    for signum, handler in previous.items():
-        signal.signal(signum, handler)  # type: ignore[arg-type]
+        signal.signal(signum, forward)

@@ -141,24 +141,3 @@ def receiving(receiver: Callable[..., Any]) -> Iterator[None]:
         yield
     finally:
         calls_ingested.disconnect(receiver)
-
-
-async def until_answers_logged(log: Path, count: int) -> None:
-    """Wait until the proxy's envelope log holds ``count`` answers of the server (s2c messages
-    with an id). A client leaving a stdio session lets the SDK kill the proxy two seconds after
-    asking it to stop, which on a loaded machine can come before the proxy's log thread has written
-    the last answers: a test that ingests the log waits for what it is about to read."""
-    import anyio
-
-    def logged() -> int:
-        if not log.exists():
-            return 0
-        found = 0
-        for line in log.read_bytes().splitlines():
-            record = json.loads(line)
-            raw = record.get("raw")
-            found += record.get("direction") == "s2c" and isinstance(raw, dict) and "id" in raw
-        return found
-
-    while logged() < count:
-        await anyio.sleep(0.05)

@@ -7,8 +7,10 @@ import contextlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,18 @@ def running(cmd: list[str], **kwargs: Any) -> Iterator[subprocess.Popen[bytes]]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+
+def sigterm_until_exit(proc: subprocess.Popen[bytes]) -> tuple[int, int]:
+    """SIGTERM the process group of ``proc`` (started with ``start_new_session``) every 2 ms until
+    it exits, as a supervisor that keeps insisting would: (its exit status, signals sent)."""
+    signals = 0
+    while proc.poll() is None and signals < 20_000:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        signals += 1
+        time.sleep(0.002)
+    return proc.wait(30), signals
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from tests.mcptax.proxy.support import (
     read_log,
     response_to,
     running,
+    sigterm_until_exit,
     tool_calls,
 )
 
@@ -174,6 +175,28 @@ def test_http_upstream_down_answers_502_and_logs_it(tmp_path: Path) -> None:
     log = read_log(log_path)
     assert [e["direction"] for e in log] == ["meta", "c2s", "meta", "meta"]
     assert log[2]["raw"]["event"] == "upstream_error"
+
+
+def test_http_stop_signals_while_shutting_down_lose_no_frame(tmp_path: Path) -> None:
+    # The first SIGTERM stops serving; the ones after it arrive while the log is being written
+    # and must not cut it short.
+    log_path = tmp_path / "log.jsonl"
+    proxy_port = free_port()
+    cmd = [*PROXY, "--server-label", "gone", "--log", str(log_path), "--listen", f"127.0.0.1:{proxy_port}"]
+    cmd += ["--upstream", f"http://127.0.0.1:{free_port()}/mcp"]
+    with running(cmd, stderr=subprocess.DEVNULL, start_new_session=True) as proxy:
+        wait_for_port(proxy_port, proxy)
+        with httpx.Client(timeout=20) as client:
+            for n in range(50):
+                body = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % n
+                assert client.post(f"http://127.0.0.1:{proxy_port}/mcp", content=body).status_code == 502
+        returncode, _ = sigterm_until_exit(proxy)
+
+    log = read_log(log_path)
+    assert [e["raw"]["id"] for e in log if e["direction"] == "c2s"] == list(range(50))
+    assert sum(e["direction"] == "meta" and e["raw"]["event"] == "upstream_error" for e in log) == 50
+    assert log[-1]["raw"] == {"event": "exit", "exit_code": 0}
+    assert returncode == 0
 
 
 def test_sse_parser_handles_split_crlf_comments_and_multiline_data() -> None:

@@ -13,7 +13,7 @@ import anyio
 import pytest
 import tiktoken
 
-from tests.helpers import need
+from tests.helpers import need, wait_until
 from tests.mcptax.proxy.support import (
     ECHO,
     ECHO_HASH_SERVER,
@@ -26,6 +26,8 @@ from tests.mcptax.proxy.support import (
     read_log,
     response_to,
     run_proxy,
+    running,
+    sigterm_until_exit,
     stdio_params,
     tool_calls,
     wait_for_exit_meta,
@@ -128,6 +130,21 @@ def test_non_json_lines_batches_and_crlf_are_relayed_verbatim_and_logged(tmp_pat
     assert b'"result":{"n":1.50}' in log_path.read_bytes()
 
 
+def test_a_line_is_logged_before_anything_it_causes(tmp_path: Path) -> None:
+    # `cat` answers each line the moment it arrives. The ingest pairs a response with the request
+    # read before it, so a request must never be logged after the answer it caused, however the
+    # two relay threads are scheduled.
+    log_path = tmp_path / "log.jsonl"
+    sent = b"".join(b'{"jsonrpc":"2.0","id":%d,"method":"ping"}\n' % n for n in range(3000))
+
+    done = run_proxy(["--server-label", "raw", "--log", str(log_path)], ECHO, stdin=sent)
+
+    assert done.returncode == 0 and done.stdout == sent
+    seq = {(e["direction"], e["raw"]["id"]): e["seq"] for e in read_log(log_path) if e["direction"] != "meta"}
+    late = [n for n in range(3000) if seq["s2c", n] < seq["c2s", n]]
+    assert late == []
+
+
 def test_multi_megabyte_message_passes_intact(tmp_path: Path) -> None:
     log_path = tmp_path / "log.jsonl"
     blob = "".join(chr(0x41 + i % 26) + ("é" if i % 7 == 0 else "") for i in range(5_000_000))
@@ -197,6 +214,51 @@ def test_agent_eof_shuts_the_server_down(tmp_path: Path) -> None:
     done = run_proxy(["--server-label", "x", "--log", str(log_path)], ECHO, stdin=b"", timeout=60)
     assert done.returncode == 0
     assert read_log(log_path)[-1]["raw"]["event"] == "exit"
+
+
+# A server that ignores SIGTERM and, once its stdin closes, says a great deal before it exits: the
+# proxy is then still logging when the supervisor's signals arrive.
+LATE_TALKER = """
+import signal, sys
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+sys.stderr.write("ignoring SIGTERM\\n")
+sys.stderr.flush()
+sys.stdin.buffer.read()
+for n in range(%d):
+    sys.stdout.write('{"jsonrpc":"2.0","method":"notifications/message","params":{"n":%%d}}\\n' %% n)
+"""
+
+
+@pytest.mark.parametrize(
+    "proxy", [PROXY, [str(Path(PY).parent / "mcp-tax-proxy")]], ids=["module", "command"]
+)
+def test_termination_signals_while_shutting_down_lose_no_frame(tmp_path: Path, proxy: list[str]) -> None:
+    # The SDK client closes the proxy's stdin, waits 2 s, then SIGTERMs the proxy's whole process
+    # group. On a loaded machine that lands while the proxy is still writing its log: every frame
+    # it relayed must still reach the log, however many signals arrive meanwhile.
+    frames = 20_000
+    log_path = tmp_path / "log.jsonl"
+    command = [*proxy, "--server-label", "x", "--log", str(log_path), "--", PY, "-c", LATE_TALKER % frames]
+    with (
+        (tmp_path / "stderr").open("wb") as stderr,
+        running(
+            command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True
+        ) as proxy,
+    ):
+        # The server's own line on stderr (the script's text is in the start envelope too).
+        wait_until(
+            lambda: log_path.exists() and b'"text":"ignoring SIGTERM"' in log_path.read_bytes(), timeout=30
+        )
+        proxy.stdin.close()  # type: ignore[union-attr]
+        returncode, signals = sigterm_until_exit(proxy)
+
+    log = read_log(log_path)
+    relayed = [e["raw"]["params"]["n"] for e in log if e["direction"] == "s2c"]
+    others = [e for e in log if e["direction"] != "s2c"]
+    assert len(relayed) == frames and relayed == list(range(frames)), (others, returncode, signals)
+    assert log[-1]["raw"] == {"event": "exit", "exit_code": 0, "returncode": 0}
+    assert returncode == 0, (tmp_path / "stderr").read_text()
+    assert signals > 1  # the signals did arrive while the proxy was shutting down
 
 
 def test_command_line_errors() -> None:
