@@ -1,20 +1,24 @@
-"""`bench_pages.py --browser`: every page's time to DOMContentLoaded in Chromium, warm, demo data.
+"""`bench_pages.py --browser`: every page's time to DOMContentLoaded in Chromium, cold and warm.
 
-Loads the demo (`manage.py demo`: the example servers' history, budgets, captured agent traffic)
-into the throwaway test database, collects the static files (hashed, gzip, immutable), serves the
-real WSGI application (WhiteNoise included) on a loopback port, logs in with Debian's Chromium and
-opens each page once to warm the browser cache, then `repeat` more times, reading the Navigation
-Timing entry (`domContentLoadedEventEnd`, from the navigation's start; `loadEventEnd` beside it,
-which includes the charts' plotly.js, loaded async). The target: every page's median
-DOMContentLoaded under `target_ms`.
+Loads the pages' data (by default the demo, `manage.py demo`: the example servers' history,
+budgets, captured agent traffic, in the throwaway test database; `bench_pages.py --browser
+--at-scale` passes the seeded PostgreSQL teams instead), collects the static files (hashed, gzip,
+immutable), serves the real WSGI application (WhiteNoise included) on a loopback port and logs in
+with Debian's Chromium. Each page is loaded `COLD_LOADS` times in a fresh context (empty cache:
+the cold figure is their median, with the bytes over the wire), then once to warm the cache and
+`repeat` more times, reading the Navigation Timing entry (`domContentLoadedEventEnd`, from the
+navigation's start; `loadEventEnd` beside it, which includes the charts' plotly.js, loaded async).
+The target: every page's DOMContentLoaded under `target_ms`, cold (median) and warm (median).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -60,6 +64,19 @@ def _pages(team: Any) -> list[tuple[str, str]]:
 
 
 COLD_CHART_TARGET_KB = 500.0
+COLD_LOADS = 3
+
+# What a run measures: (label, path) per page, and the (username, password) to log in with.
+Pages = tuple[list[tuple[str, str]], tuple[str, str]]
+
+
+def demo_pages() -> Pages:
+    """The demo team's pages, after loading the demo into the (test) database."""
+    from dashboard.management.commands.demo import DEMO_PASSWORD, DEMO_USERNAME
+    from dashboard.teams.models import Team
+
+    call_command("demo", verbosity=0)
+    return _pages(Team.objects.get(slug="demo")), (DEMO_USERNAME, DEMO_PASSWORD)
 
 
 def _cold_load(browser: Any, warm_context: Any, url: str) -> dict[str, Any]:
@@ -94,21 +111,18 @@ def _reset_static_storage() -> None:
     staticfiles_storage._wrapped = empty
 
 
-def run(repeat: int, target_ms: float) -> tuple[list[dict[str, Any]], bool]:
-    """(one row per page, whether every page met the target). Needs a test database already set up."""
+def run(
+    repeat: int, target_ms: float, prepare: Callable[[], Pages] = demo_pages
+) -> tuple[list[dict[str, Any]], bool]:
+    """(one row per page, whether every page met the target). Needs its database set up."""
     from playwright.sync_api import sync_playwright
 
-    from dashboard.management.commands.demo import DEMO_PASSWORD, DEMO_USERNAME
-    from dashboard.teams.models import Team
-
-    call_command("demo", verbosity=0)
-    team = Team.objects.get(slug="demo")
+    pages, (username, password) = prepare()
     static_root = tempfile.mkdtemp(prefix="bench-static-")
     settings.STATIC_ROOT = static_root
     _reset_static_storage()  # built before STATIC_ROOT moved: it would collect and serve elsewhere
     call_command("collectstatic", interactive=False, verbosity=0)
     _reset_static_storage()  # and again, so it reads the new manifest: hashed, gzipped names as in production
-    pages = _pages(team)
     server = ThreadedWSGIServer(("127.0.0.1", 0), _QuietHandler, allow_reuse_address=False)
     server.set_app(get_internal_wsgi_application())
     server.daemon_threads = True
@@ -122,12 +136,13 @@ def run(repeat: int, target_ms: float) -> tuple[list[dict[str, Any]], bool]:
             browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1440, "height": 900})
             page.goto(origin + "/login/")
-            page.fill("input[name=username]", DEMO_USERNAME)
-            page.fill("input[name=password]", DEMO_PASSWORD)
+            page.fill("input[name=username]", username)
+            page.fill("input[name=password]", password)
             page.click("form button")
             page.wait_for_url(lambda url: "/login/" not in url)
             for label, path in pages:
-                cold = _cold_load(browser, page.context, origin + path)
+                colds = [_cold_load(browser, page.context, origin + path) for _ in range(COLD_LOADS)]
+                cold = {**colds[-1], "dcl": statistics.median(c["dcl"] for c in colds)}
                 page.goto(origin + path, wait_until="load")  # fills this context's cache
                 times, loads, firsts = [], [], []
                 for _ in range(repeat):
@@ -159,16 +174,24 @@ def run(repeat: int, target_ms: float) -> tuple[list[dict[str, Any]], bool]:
         server.server_close()
         shutil.rmtree(static_root, ignore_errors=True)
     charts_light = all(r["cold_kb"] <= COLD_CHART_TARGET_KB for r in rows if r["chart"])
-    return rows, all(r["p50_ms"] < target_ms for r in rows) and charts_light
+    fast = all(r["p50_ms"] <= target_ms and r["cold_dcl_ms"] <= target_ms for r in rows)
+    return rows, fast and charts_light
 
 
-def report(rows: list[dict[str, Any]], met: bool, target_ms: float, repeat: int) -> None:
-    print(f"\nChromium, demo data, {repeat} warm loads per page after one cold load (fresh cache)\n")
+def report(
+    rows: list[dict[str, Any]], met: bool, target_ms: float, repeat: int, data: str = "demo data"
+) -> None:
+    load = os.getloadavg()
+    print(
+        f"\nChromium, {data}: {COLD_LOADS} cold loads per page (fresh cache, median), then {repeat} warm; "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}\n"
+    )
     header = f"{'page':20} {'p50 ms':>8} {'max ms':>8} {'1st byte':>9} {'load p50':>9} {'cold DCL':>9} {'cold kB':>8}  path"
     print(header)
     print("-" * (len(header) + 30))
     for r in rows:
-        flag = "" if r["p50_ms"] < target_ms else "  over target"
+        flag = "" if r["p50_ms"] <= target_ms else "  over target warm"
+        flag += "" if r["cold_dcl_ms"] <= target_ms else "  over target cold"
         if r["chart"] and r["cold_kb"] > COLD_CHART_TARGET_KB:
             flag += "  chart page over its weight"
         print(
@@ -180,5 +203,6 @@ def report(rows: list[dict[str, Any]], met: bool, target_ms: float, repeat: int)
         f"\nchart pages, cold, over the wire: at most {heaviest:.0f} kB (target {COLD_CHART_TARGET_KB:.0f} kB)"
     )
     print(
-        f"{'PASS' if met else 'FAIL'}: target {target_ms:.0f} ms per page (median), chart pages <= {COLD_CHART_TARGET_KB:.0f} kB cold"
+        f"{'PASS' if met else 'FAIL'}: DOMContentLoaded <= {target_ms:.0f} ms per page, cold and warm (medians), "
+        f"chart pages <= {COLD_CHART_TARGET_KB:.0f} kB cold"
     )
