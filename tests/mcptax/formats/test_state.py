@@ -8,7 +8,7 @@ import json
 import pytest
 
 from mcptax.formats.assemble import CallAssembler
-from mcptax.formats.pending import LineState
+from mcptax.formats.pending import LineState, PendingCall, Turn
 from mcptax.formats.records import AgentInfo, Frame
 from mcptax.formats.state import VERSION, StateError, dump, from_json, load, pack, to_json
 
@@ -59,6 +59,42 @@ def test_a_dump_and_load_gives_back_every_piece_of_the_state() -> None:
     assert again._seen_frames == a._seen_frames
     assert again._done_above_watermark == a._done_above_watermark
     assert again._client_info == a._client_info
+    assert to_json(again) == to_json(a)
+
+
+def test_open_turns_come_back_with_their_keys_calls_and_which_one_is_current() -> None:
+    """A transcript's open turns: the current turn of a key (in `_turns`) and an older turn only a
+    chain still points at. After a load the current one is again the very turn its chain points at,
+    the older one stays out of `_turns`, and each keeps its (session, turn) key, tokens, inputs
+    and calls."""
+    a = CallAssembler("claude-code")
+    call = PendingCall(request=_request("s1", "conn-a", 3), lines=[3], dedupe_key="d-3")
+    current = Turn(("s1", "turn-2"), None, {"toolu_2": '{"path":"a.md"}'}, [call])
+    older = Turn(("s1", "turn-1"), 40, {"toolu_1": "{}"}, [])
+    a._calls = {("s1", "conn-a", "c2s", "3"): call}
+    a._turns = {current.key: current}
+    a._open_turn_by_chain = {"chain-b": current, "chain-a": older}
+
+    again, _ = load(dump(a))
+
+    assert list(again._turns) == [("s1", "turn-2")]
+    turn = again._turns["s1", "turn-2"]
+    assert (turn.key, turn.output_tokens, turn.inputs) == (
+        ("s1", "turn-2"),
+        None,
+        {"toolu_2": '{"path":"a.md"}'},
+    )
+    assert again._open_turn_by_chain["chain-b"] is turn
+    (pending,) = again._calls.values()
+    assert turn.calls == [pending] and pending.dedupe_key == "d-3"
+    stale = again._open_turn_by_chain["chain-a"]
+    assert (stale.key, stale.output_tokens, stale.inputs, stale.calls) == (
+        ("s1", "turn-1"),
+        40,
+        {"toolu_1": "{}"},
+        [],
+    )
+    assert stale is not turn and ("s1", "turn-1") not in again._turns
     assert to_json(again) == to_json(a)
 
 

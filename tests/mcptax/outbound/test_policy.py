@@ -8,7 +8,7 @@ import ipaddress
 
 import pytest
 
-from mcptax.outbound import OutboundPolicy, OutboundRefused, classify, parse_networks
+from mcptax.outbound import OutboundPolicy, OutboundRefused, classify, embedded_ipv4, parse_networks
 
 INWARD = [
     ("169.254.169.254", "link-local"),  # cloud metadata
@@ -77,6 +77,29 @@ def test_the_operator_allows_networks_and_nothing_around_them() -> None:
         assert not policy.allowed(ipaddress.ip_address(outside)), outside
     # A host bit set is the network it sits in (an operator writing 10.20.1.1/16 means that).
     assert parse_networks(["10.20.1.1/16"]) == (ipaddress.ip_network("10.20.0.0/16"),)
+
+
+@pytest.mark.parametrize(
+    ("address", "inner"),
+    [
+        ("64:ff9b::a00:5", "10.0.0.5"),  # NAT64: the low 32 bits, exactly
+        ("64:ff9b::c0a8:101", "192.168.1.1"),
+        ("64:ff9b::101:101", "1.1.1.1"),
+        ("::ffff:10.0.0.1", "10.0.0.1"),  # IPv4-mapped
+        ("2002:7f00:1::", "127.0.0.1"),  # 6to4
+    ],
+)
+def test_the_ipv4_address_an_ipv6_address_reaches_is_read_exactly(address: str, inner: str) -> None:
+    assert embedded_ipv4(ipaddress.ip_address(address)) == ipaddress.ip_address(inner)
+    assert embedded_ipv4(ipaddress.ip_address(inner)) is None
+    assert embedded_ipv4(ipaddress.ip_address("2606:4700:4700::1111")) is None
+
+
+def test_blank_allowed_entries_are_skipped_wherever_they_are() -> None:
+    assert parse_networks(["10.0.0.0/8", "  ", "", "fd00::/8"]) == (
+        ipaddress.ip_network("10.0.0.0/8"),
+        ipaddress.ip_network("fd00::/8"),
+    )
 
 
 @pytest.mark.parametrize("entry", ["10.0.0.0/33", "internal.example", "10.0.0.0/8;", "fd00::/129"])
