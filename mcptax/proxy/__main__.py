@@ -23,7 +23,14 @@ from mcptax.proxy.writer import PROXY_NAME, PROXY_VERSION, EnvelopeWriter, FileS
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
+def _ignore(_signum: int, _frame: FrameType | None) -> None:
+    pass
+
+
 def _stop(signum: int, _frame: FrameType | None) -> None:
+    # The first stop signal stops the proxy; the ones after it must not cut the drain short.
+    for other in STOP_SIGNALS:
+        signal.signal(other, _ignore)
     raise SystemExit(128 + signum)  # unwinds through the writer's close, so the log is drained
 
 
