@@ -159,7 +159,13 @@ def exit_now(status: int) -> None:
 
 def run() -> None:
     """The `mcp-tax-proxy` command."""
-    exit_now(main())
+    try:
+        status = main()
+    except SystemExit as stop:  # a stop signal before the relay, or a command-line error
+        if not isinstance(stop.code, int | None):
+            raise
+        status = stop.code or 0
+    exit_now(status)
 
 
 if __name__ == "__main__":

@@ -48,13 +48,14 @@ def running(cmd: list[str], **kwargs: Any) -> Iterator[subprocess.Popen[bytes]]:
                 proc.wait(10)
 
 
-def sigterm_until_exit(proc: subprocess.Popen[bytes]) -> tuple[int, int]:
-    """SIGTERM the process group of ``proc`` (started with ``start_new_session``) every 2 ms until
-    it exits, as a supervisor that keeps insisting would: (its exit status, signals sent)."""
+def sigterm_until_exit(proc: subprocess.Popen[bytes], signum: int = signal.SIGTERM) -> tuple[int, int]:
+    """Send ``signum`` to the process group of ``proc`` (started with ``start_new_session``) every
+    2 ms until it exits, as a supervisor that keeps insisting would: (its exit status, signals
+    sent)."""
     signals = 0
     while proc.poll() is None and signals < 20_000:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signum)
         signals += 1
         time.sleep(0.002)
     return proc.wait(30), signals

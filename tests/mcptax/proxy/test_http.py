@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -177,9 +178,12 @@ def test_http_upstream_down_answers_502_and_logs_it(tmp_path: Path) -> None:
     assert log[2]["raw"]["event"] == "upstream_error"
 
 
-def test_http_stop_signals_while_shutting_down_lose_no_frame(tmp_path: Path) -> None:
-    # The first SIGTERM stops serving; the ones after it arrive while the log is being written
-    # and must not cut it short.
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGTERM, 0), (signal.SIGHUP, 128 + signal.SIGHUP)])
+def test_http_stop_signals_while_shutting_down_lose_no_frame(
+    tmp_path: Path, signum: int, status: int
+) -> None:
+    # The first signal stops serving (SIGTERM through uvicorn, SIGHUP through the proxy's own
+    # handler); the ones after it arrive while the log is being written and must not cut it short.
     log_path = tmp_path / "log.jsonl"
     proxy_port = free_port()
     cmd = [*PROXY, "--server-label", "gone", "--log", str(log_path), "--listen", f"127.0.0.1:{proxy_port}"]
@@ -190,13 +194,14 @@ def test_http_stop_signals_while_shutting_down_lose_no_frame(tmp_path: Path) -> 
             for n in range(50):
                 body = b'{"jsonrpc":"2.0","id":%d,"method":"ping"}' % n
                 assert client.post(f"http://127.0.0.1:{proxy_port}/mcp", content=body).status_code == 502
-        returncode, _ = sigterm_until_exit(proxy)
+        returncode, _ = sigterm_until_exit(proxy, signum)
 
     log = read_log(log_path)
     assert [e["raw"]["id"] for e in log if e["direction"] == "c2s"] == list(range(50))
     assert sum(e["direction"] == "meta" and e["raw"]["event"] == "upstream_error" for e in log) == 50
-    assert log[-1]["raw"] == {"event": "exit", "exit_code": 0}
-    assert returncode == 0
+    if status == 0:
+        assert log[-1]["raw"] == {"event": "exit", "exit_code": 0}
+    assert returncode == status
 
 
 def test_sse_parser_handles_split_crlf_comments_and_multiline_data() -> None:
