@@ -109,10 +109,15 @@ def test_fixed_tax_pages_in_chromium(
     page.locator("#tax-chart").scroll_into_view_if_needed()  # back restores the scroll position
     box = page.locator("#tax-chart .scatterlayer .trace:last-child .points path").nth(1).bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    # Plotly finds the point from the hover, so move onto it first, as a hand would.
+    # Plotly finds the point from the hover, so move onto it first, as a hand would. Its hover
+    # is throttled: wait for the label of this release, not for any label (one left from the
+    # way in would make the click land on another point).
     page.mouse.move(x - 30, y)
     page.mouse.move(x, y, steps=5)
-    page.wait_for_function("() => document.querySelector('#tax-chart .hoverlayer .hovertext')")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#tax-chart .hoverlayer .hovertext')]"
+        ".some(h => h.textContent.includes('release 1.5.0'))"
+    )
     page.mouse.down()
     page.mouse.up()
     page.wait_for_url(re.compile(rf"/diff/\?a={old.pk}&b={sprawl.current_snapshot.pk}$"))
