@@ -326,13 +326,12 @@ def _arrived_from_hypotheses(
         if sha256_hex(utf8(candidate)) == arrived_sha256:
             return name, candidate
     expected_raw = utf8(expected)
-    if arrived_bytes >= len(expected_raw):
-        return None
-    # A plain byte prefix, or one whose last line the agent closed after stopping early.
-    tries = [("prefix", expected_raw[:arrived_bytes])]
+    # A strict byte prefix, plain or with its last line closed by the agent after it stopped
+    # early: the closed one can be as long as the expected text, or longer ("ab\r\n" for "abc").
+    tries = [("prefix", expected_raw[:arrived_bytes])] if arrived_bytes < len(expected_raw) else []
     for terminator in _TERMINATORS:
         kept = arrived_bytes - len(terminator)
-        if kept >= 0:
+        if 0 <= kept < len(expected_raw):
             tries.append(("prefix+final_newline_added", expected_raw[:kept] + terminator.encode()))
     for name, candidate_raw in tries:
         if sha256_hex(candidate_raw) == arrived_sha256:

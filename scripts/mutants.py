@@ -37,7 +37,10 @@ COVERING: dict[str, list[str]] = {
         # The compiled tokenizer is loaded without its package (a start-up cost, checked here).
         "tests/config/test_startup.py::test_counting_loads_bpe_openais_compiled_tokenizer_without_its_package",
     ],
-    "mcptax/verdict_rules.py": ["tests/mcptax/test_verdict_rules.py"],
+    "mcptax/verdict_rules.py": [
+        "tests/mcptax/test_verdict_rules.py",
+        "tests/mcptax/test_verdict_hash_only.py",
+    ],
     # Every log format goes through the assembler: its own tests first, then the formats'.
     "mcptax/formats/assemble.py": [
         "tests/mcptax/formats/test_assemble.py",

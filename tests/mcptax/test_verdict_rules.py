@@ -1,60 +1,26 @@
-"""The copy verdicts (mcptax.verdict_rules): every verdict, precedence, hash-only hypotheses, Unicode,
-megabyte inputs and properties. Hashes and sizes are computed here, not with the module's own
-canonical JSON."""
+"""The copy verdicts (mcptax.verdict_rules): every verdict, precedence, Unicode, megabyte inputs
+and properties (the hash-only hypotheses are in test_verdict_hash_only.py). Hashes and sizes are
+computed here, not with the module's own canonical JSON."""
 
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import assume, example, given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from mcptax import verdict_rules
-from mcptax.verdict_rules import CopyVerdict, judge_copy, verdict_counts_order
-from tests.helpers import compact, utf8_len
-from tests.helpers import sha as sha_of
-
-
-def sha(value: str | list) -> str:
-    return sha_of(value if isinstance(value, str) else compact(value))
-
-
-def size(value: str | list) -> int:
-    return utf8_len(value)
-
-
-def judge_content(arrived: str | list, expected: str | list, **kwargs) -> CopyVerdict:
-    """Both contents known, hashes computed independently of the module under test."""
-    return judge_copy(
-        arrived,
-        arrived_sha256=sha(arrived),
-        arrived_bytes=size(arrived),
-        expected_sha256=sha(expected),
-        expected=expected,
-        **kwargs,
-    )
-
-
-def judge_expected_hash_only(arrived: str | list, expected: str | list) -> CopyVerdict:
-    return judge_copy(
-        arrived,
-        arrived_sha256=sha(arrived),
-        arrived_bytes=size(arrived),
-        expected_sha256=sha(expected),
-        expected=None,
-    )
-
-
-def judge_arrived_hash_only(arrived: str | list, expected: str | list) -> CopyVerdict:
-    return judge_copy(
-        None,
-        arrived_sha256=sha(arrived),
-        arrived_bytes=size(arrived),
-        expected_sha256=sha(expected),
-        expected=expected,
-    )
-
+from mcptax.verdict_rules import judge_copy, verdict_counts_order
+from tests.helpers import compact
+from tests.mcptax.verdicts import (
+    judge_arrived_hash_only,
+    judge_content,
+    judge_expected_hash_only,
+    line_texts,
+    sha,
+    size,
+)
 
 LOREM = "The quick brown fox jumps over the lazy dog.\n" * 40  # 1,800 bytes, many lines
 
@@ -274,76 +240,6 @@ def test_to_dict_round_trips_through_json():
     }
 
 
-# --- hash-only hypotheses ----------------------------------------------------------------
-
-DOC_LF = "line one\nline two\nline three\n"
-DOC_CRLF = DOC_LF.replace("\n", "\r\n")
-
-HYPOTHESIS_CASES = [
-    # (arrived, expected, verdict, hypothesis named for what the copy did)
-    (DOC_LF + "\n", DOC_LF, "newline_only", "final_newline_added"),
-    (DOC_CRLF + "\r\n", DOC_CRLF, "newline_only", "final_newline_added"),
-    (DOC_LF[:-1], DOC_LF, "newline_only", "final_newline_removed"),
-    (DOC_CRLF[:-2], DOC_CRLF, "newline_only", "final_newline_removed"),
-    (DOC_LF, DOC_CRLF, "line_endings", "crlf_to_lf"),
-    (DOC_CRLF, DOC_LF, "line_endings", "lf_to_crlf"),
-    (DOC_LF[:-1], DOC_CRLF, "line_endings", "crlf_to_lf+final_newline_removed"),
-    (DOC_CRLF[:-2], DOC_LF, "line_endings", "lf_to_crlf+final_newline_removed"),
-    (DOC_LF.rstrip("\n") + "\r\n", DOC_CRLF.rstrip("\r\n"), "line_endings", "crlf_to_lf+final_newline_added"),
-    (DOC_CRLF + "\r\n", DOC_LF, "line_endings", "lf_to_crlf+final_newline_added"),
-]
-
-
-@pytest.mark.parametrize(("arrived", "expected", "verdict", "hypothesis"), HYPOTHESIS_CASES)
-def test_hash_only_expected_hypotheses(arrived, expected, verdict, hypothesis):
-    result = judge_expected_hash_only(arrived, expected)
-    assert (result.verdict, result.hypothesis) == (verdict, hypothesis)
-    # Same verdict as when the expected content is known.
-    assert judge_content(arrived, expected).verdict == verdict
-
-
-@pytest.mark.parametrize(("arrived", "expected", "verdict", "hypothesis"), HYPOTHESIS_CASES)
-def test_hash_only_arrived_hypotheses(arrived, expected, verdict, hypothesis):
-    # A redacted log kept only the arrived digest; the expected content is known.
-    result = judge_arrived_hash_only(arrived, expected)
-    assert (result.verdict, result.hypothesis) == (verdict, hypothesis)
-
-
-def test_hash_only_without_a_hit_is_mismatch():
-    assert judge_expected_hash_only(DOC_LF.replace("two", "2"), DOC_LF).verdict == "mismatch"
-    assert judge_expected_hash_only(DOC_LF[:10], DOC_LF).verdict == "mismatch"  # prefix needs content
-    assert judge_expected_hash_only(list(range(5)), list(range(9))).verdict == "mismatch"
-    assert judge_arrived_hash_only(DOC_LF.replace("two", "2"), DOC_LF).verdict == "mismatch"
-    neither = judge_copy(
-        None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("b"), expected=None
-    )
-    assert neither.verdict == "mismatch"
-    both_hashes_equal = judge_copy(
-        None, arrived_sha256=sha("a"), arrived_bytes=1, expected_sha256=sha("a"), expected=None
-    )
-    assert both_hashes_equal.verdict == "exact"
-
-
-def test_hash_only_arrived_prefix_and_elements():
-    text = "naïve café " * 200
-    truncated = judge_arrived_hash_only(text[:777], text)
-    assert (truncated.verdict, truncated.hypothesis, truncated.kept_bytes) == (
-        "truncated",
-        "prefix",
-        size(text[:777]),
-    )
-    closed = judge_arrived_hash_only(text[:777] + "\n", text)
-    assert (closed.verdict, closed.hypothesis) == ("truncated", "prefix+final_newline_added")
-    numbers = [{"n": i, "label": f"é{i}"} for i in range(756)]
-    dropped = judge_arrived_hash_only(numbers[:500], numbers)
-    assert (dropped.verdict, dropped.hypothesis) == ("elements_dropped", "element_prefix")
-    assert (dropped.expected_elements, dropped.arrived_elements) == (756, 500)
-    none_kept = judge_arrived_hash_only([], numbers)
-    assert (none_kept.verdict, none_kept.arrived_elements) == ("elements_dropped", 0)
-    reordered = judge_arrived_hash_only(numbers[1:501], numbers)
-    assert reordered.verdict == "mismatch"
-
-
 # --- unicode -----------------------------------------------------------------------------
 
 
@@ -400,18 +296,7 @@ def test_one_megabyte_inputs_are_judged():
 # --- properties ----------------------------------------------------------------------------
 
 
-def to_lf(text: str) -> str:
-    return text.replace("\r\n", "\n")
-
-
-def to_crlf(text: str) -> str:
-    return to_lf(text).replace("\n", "\r\n")
-
-
 texts = st.text(alphabet=st.characters(codec="utf-8"), max_size=300)
-line_texts = st.lists(
-    st.sampled_from(["a", "b c", " ", "\t", "\n", "\r\n", "\r", "é", "😀"]), max_size=40
-).map("".join)
 
 
 @given(texts)
@@ -451,40 +336,17 @@ def test_property_verdict_is_consistent(a, b):
         assert 0.0 <= result.similarity <= 1.0
 
 
-@settings(max_examples=300)
-@given(line_texts, st.sampled_from(["crlf_to_lf", "lf_to_crlf", None]),
-       st.sampled_from(["add_lf", "add_crlf", "remove_lf", "remove_crlf", None]))  # fmt: skip
-@example("\n", "lf_to_crlf", "remove_lf")  # half a CRLF removed: undone newline first, then endings
-def test_property_hash_only_agrees_with_content(x, eol, newline):
-    # Damage x the way an agent would, then judge with and without the expected content.
-    arrived = {"crlf_to_lf": to_lf, "lf_to_crlf": to_crlf, None: lambda t: t}[eol](x)
-    if newline == "add_lf":
-        arrived += "\n"
-    elif newline == "add_crlf":
-        arrived += "\r\n"
-    elif newline == "remove_lf":
-        arrived = arrived.removesuffix("\n")
-    elif newline == "remove_crlf":
-        arrived = arrived.removesuffix("\r\n")
-    with_content = judge_content(arrived, x).verdict
-    # From the expected side the hypotheses are exactly these damages, so they always agree.
-    assert judge_arrived_hash_only(arrived, x).verdict == with_content
-    # From the arrived side the original line endings must be guessed: all LF or all CRLF.
-    bare = x.replace("\r\n", "")
-    if "\r" not in x or ("\r" not in bare and "\n" not in bare):
-        assert judge_expected_hash_only(arrived, x).verdict == with_content
-    assert with_content in ("exact", "newline_only", "line_endings", "whitespace_only")
-
-
-@pytest.mark.parametrize("kept", [0, 1, 2])  # "[1,22]" is 6 bytes: an even length, as "[]" is
-def test_a_digest_only_prefix_of_elements_is_found_at_any_length(kept):
-    result = judge_arrived_hash_only([1, 22, 3][:kept], [1, 22, 3])
-    assert (result.verdict, result.arrived_elements, result.hypothesis) == (
-        "elements_dropped",
-        kept,
-        "element_prefix",
-    )
-
-
 def test_similarity_is_kept_to_six_decimals():
     assert judge_content("abcde", ["abcde", "q"]).similarity == 0.555556  # 10 / 18 characters match
+
+
+def test_similarity_is_kept_to_six_decimals_for_texts_and_arrays():
+    # 2 x matching characters / all characters: 8 / 9 and 12 / 14.
+    assert judge_content("abXcd", "abcd").similarity == 0.888889
+    assert judge_content([1, 2, 4], [1, 2, 3]).similarity == 0.857143
+
+
+def test_the_hashes_and_sizes_are_passed_by_name():
+    # Two hex digests side by side are easy to swap: only `arrived` goes by position.
+    with pytest.raises(TypeError):
+        judge_copy("a", sha("a"), 1, sha("b"), "b")  # type: ignore[misc]
