@@ -7,6 +7,8 @@ import hashlib
 import pytest
 
 from mcptax.formats import LineOutcome, read_calls
+from mcptax.formats.assemble import CallAssembler
+from mcptax.formats.records import Frame, LineEvent
 from mcptax.tokens import canonical
 from tests.mcptax.formats.helpers import (
     CALL,
@@ -106,3 +108,84 @@ def test_an_identical_request_resent_while_pending_is_a_second_call() -> None:
     calls = calls_of(items)
     assert [(c.line_numbers, c.unanswered) for c in calls] == [((1,), True), ((2, 3), False)]
     assert_reconciles(items, 3)
+
+
+def _deeply_nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "odd",
+    [
+        pytest.param({1, 2}, id="no JSON for a set (TypeError)"),
+        pytest.param(_deeply_nested(100_000), id="too deep to encode (RecursionError)"),
+        pytest.param(10**5000, id="an integer too long to write (ValueError)"),
+    ],
+)
+def test_a_frame_the_assembler_cannot_process_marks_its_line_and_the_ingest_goes_on(odd) -> None:
+    # The readers never build such a frame (they quarantine what JSON cannot hold); the assembler
+    # still must not stop on one: its line says why, the next call is formed as usual.
+    assembler = CallAssembler("envelope")
+    bad = {**CALL, "params": {"name": "t", "arguments": {"text": odd}}}
+    out = assembler.feed(LineEvent(1, "frame", frames=[Frame("request", "s", bad, seq=1)]))
+    out += assembler.feed(LineEvent(2, "frame", frames=[Frame("request", "s", {**CALL, "id": 2}, seq=2)]))
+    answer = {**RESULT, "id": 2}
+    out += assembler.feed(
+        LineEvent(3, "frame", frames=[Frame("response", "s", answer, direction="s2c", seq=3)])
+    )
+    out += assembler.finish()
+    assert [(o.line_no, o.status, o.reason) for o in outcomes_of(out).values()] == [
+        (1, "ignored", "unprocessable_message"),
+        (2, "call", None),
+        (3, "call", None),
+    ]
+    assert [c.line_numbers for c in calls_of(out)] == [(2, 3)]
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        pytest.param("t", id="params not an object"),
+        pytest.param({"name": 5, "arguments": {"text": "a"}}, id="name not a string"),
+        pytest.param({"name": "t", "arguments": ["a"]}, id="arguments not an object"),
+    ],
+)
+def test_a_tools_call_of_the_wrong_shape_is_named_invalid(params) -> None:
+    lines = [env_line(1, "c2s", {**CALL, "params": params}), env_line(2, "s2c", RESULT)]
+    outcomes = outcomes_of(read_calls(lines, "envelope"))
+    assert (outcomes[1].status, outcomes[1].reason) == ("ignored", "invalid_tools_call")
+
+
+def test_a_line_waiting_for_its_answer_holds_the_watermark_back() -> None:
+    # The watermark is how far a resumed ingest may skip: never past a line still in the air.
+    assembler = CallAssembler("envelope")
+    waiting = assembler.feed(LineEvent(1, "frame", frames=[Frame("request", "s", CALL, seq=1)]))
+    note = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}
+    noted = assembler.feed(LineEvent(2, "frame", frames=[Frame("notification", "s", note, seq=2)]))
+    answered = assembler.feed(
+        LineEvent(3, "frame", frames=[Frame("response", "s", RESULT, direction="s2c", seq=3)])
+    )
+    assert waiting == []
+    assert [(o.line_no, o.reason, o.watermark) for o in noted] == [(2, "notification", 0)]
+    assert [(o.line_no, o.watermark) for o in answered if isinstance(o, LineOutcome)] == [(1, 2), (3, 3)]
+
+
+def test_a_session_record_is_meta_not_a_notification() -> None:
+    assembler = CallAssembler("codex")
+    out = assembler.feed(LineEvent(1, "frame", frames=[Frame("session", "s")]))
+    assert [(o.status, o.reason) for o in out] == [("ignored", "meta")]
+
+
+def test_a_transcript_call_outside_any_turn_is_formed_when_its_result_arrives() -> None:
+    # A tool_use whose message has no id cannot wait for its turn's usage: nothing would close it.
+    assembler = CallAssembler("claude-code")
+    tool_use = Frame("request", "s", CALL, client_call_id="toolu_1", chain="main")
+    other = Frame("request", "s", {"jsonrpc": "2.0", "id": "x", "method": "agent/other"}, chain="main")
+    assembler.feed(LineEvent(1, "frame", frames=[tool_use]))
+    assert [o.reason for o in assembler.feed(LineEvent(2, "frame", frames=[other]))] == ["not_a_tool_call"]
+    result = Frame("response", "s", RESULT, direction="s2c", chain="main")
+    formed = assembler.feed(LineEvent(3, "frame", frames=[result]))
+    assert [c.line_numbers for c in calls_of(formed)] == [(1, 3)]
