@@ -32,6 +32,7 @@ PYTHON = sys.executable
 COVERING: dict[str, list[str]] = {
     "mcptax/tokens.py": [
         "tests/mcptax/test_tokens.py",
+        "tests/mcptax/test_encoding_failures.py",
         "tests/mcptax/test_profiles.py",
         "tests/mcptax/test_bundled.py",
         # The compiled tokenizer is loaded without its package (a start-up cost, checked here).

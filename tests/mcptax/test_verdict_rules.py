@@ -212,8 +212,11 @@ def test_expected_content_without_hash_is_hashed():
 
 
 def test_inconsistent_inputs_raise():
-    with pytest.raises(ValueError):
-        judge_copy("abc", arrived_sha256=sha("abd"), arrived_bytes=3, expected_sha256=None, expected=None)
+    # A wrong arrived digest that sorts before the right one, and one that sorts after it.
+    assert sorted([sha("abd"), sha("abc"), sha("abe")])[1] == sha("abc")
+    for wrong in ("abd", "abe"):
+        with pytest.raises(ValueError):
+            judge_copy("abc", arrived_sha256=sha(wrong), arrived_bytes=3, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
@@ -222,6 +225,12 @@ def test_inconsistent_inputs_raise():
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("y"), expected="x")
     with pytest.raises(TypeError):
         judge_copy({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
+
+
+def test_a_string_is_no_whitespace_change_of_an_equal_one():
+    built = "".join(["a", " b"])  # equal to "a b", another object
+    assert verdict_rules.is_whitespace_only("a b", built) is False
+    assert verdict_rules.is_whitespace_only("a b", "a  b") is True
 
 
 def test_to_dict_round_trips_through_json():
