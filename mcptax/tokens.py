@@ -191,7 +191,7 @@ def _resolve(encoding: str | tiktoken.Encoding) -> tiktoken.Encoding:
     return get_encoding(encoding) if isinstance(encoding, str) else encoding
 
 
-# bpe-openai's Rust tokenizer gives tiktoken's ids for these encodings (tests/mcptax/test_tokens_fast.py
+# bpe-openai's Rust tokenizer gives tiktoken's ids for these encodings (tests/corpus/test_fast_tokenizer.py
 # compares ids, not counts, over the server corpus and a fuzzed text set) at 2-4x the speed. Its
 # special-token handling differs (it has none), which is fine: we count ordinary text only.
 FAST_ENCODINGS = ("cl100k_base", "o200k_base")

@@ -58,6 +58,9 @@ def test_a_failed_load_is_remembered_for_five_minutes_then_tried_again(monkeypat
     clock[0] = 5.0 + 300.0 + 299.5
     load_fails()
     assert len(attempts) == 2  # and that failure is remembered in its turn
+    clock[0] = 5.0 + 300.0 + 400.0
+    load_fails()
+    assert len(attempts) == 3  # well past its five minutes: tried again
 
 
 def test_a_loader_error_is_reported_by_its_type_and_first_line(monkeypatch):

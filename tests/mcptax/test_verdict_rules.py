@@ -227,10 +227,18 @@ def test_inconsistent_inputs_raise():
         judge_copy({"a": 1}, arrived_sha256=sha("x"), arrived_bytes=1, expected_sha256=None, expected=None)
 
 
-def test_a_string_is_no_whitespace_change_of_an_equal_one():
+def test_no_relation_holds_between_a_text_and_an_equal_one():
     built = "".join(["a", " b"])  # equal to "a b", another object
     assert verdict_rules.is_whitespace_only("a b", built) is False
     assert verdict_rules.is_whitespace_only("a b", "a  b") is True
+    text = LOREM.rstrip("\n")
+    long_copy = "".join(list(text))  # equal, another object, longer than 256 characters
+    assert verdict_rules.truncated_prefix(text, long_copy) is None
+    assert verdict_rules.truncated_prefix(text[:300], long_copy) == text[:300]
+    assert verdict_rules.is_line_endings("x\n", "x\n") is False
+    # One final newline apart is newline_only, never line_endings.
+    assert verdict_rules.is_line_endings("x\n", "x") is False
+    assert verdict_rules.is_line_endings("x\r\n", "x\n") is True
 
 
 def test_to_dict_round_trips_through_json():
