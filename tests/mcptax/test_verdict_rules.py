@@ -90,6 +90,11 @@ def test_truncated_records_kept_and_expected_bytes():
     assert (closed.verdict, closed.kept_bytes, closed.arrived_bytes) == ("truncated", 10, 11)
 
 
+def test_the_first_different_element_is_found_whichever_way_it_sorts():
+    assert judge_content([0, 1, 3], [0, 2, 3]).first_diff_element == 1  # "1" sorts before "2"
+    assert judge_content([0, 2, 3], [0, 1, 3]).first_diff_element == 1
+
+
 def test_elements_dropped_records_counts():
     result = judge_content(list(range(500)), list(range(756)))
     assert (result.expected_elements, result.arrived_elements, result.first_diff_element) == (756, 500, 500)
@@ -367,3 +372,5 @@ def test_the_hashes_and_sizes_are_passed_by_name():
     # Two hex digests side by side are easy to swap: only `arrived` goes by position.
     with pytest.raises(TypeError):
         judge_copy("a", sha("a"), 1, sha("b"), "b")  # type: ignore[misc]
+    with pytest.raises(TypeError):  # which side a candidate is for is said by name
+        list(verdict_rules.text_hypotheses("x", True))  # type: ignore[misc]
