@@ -225,6 +225,8 @@ def test_inconsistent_inputs_raise():
     with pytest.raises(ValueError):
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=4, expected_sha256=None, expected=None)
     with pytest.raises(ValueError):
+        judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=2, expected_sha256=None, expected=None)
+    with pytest.raises(ValueError):
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("x"), expected="y")
     with pytest.raises(ValueError):  # the other way round: whichever digest sorts first
         judge_copy("abc", arrived_sha256=sha("abc"), arrived_bytes=3, expected_sha256=sha("y"), expected="x")
@@ -240,7 +242,7 @@ def test_no_relation_holds_between_a_text_and_an_equal_one():
     long_copy = "".join(list(text))  # equal, another object, longer than 256 characters
     assert verdict_rules.truncated_prefix(text, long_copy) is None
     assert verdict_rules.truncated_prefix(text[:300], long_copy) == text[:300]
-    assert verdict_rules.is_line_endings("x\n", "x\n") is False
+    assert verdict_rules.is_line_endings("x\n", "".join(["x", "\n"])) is False  # equal, not the same object
     # One final newline apart is newline_only, never line_endings.
     assert verdict_rules.is_line_endings("x\n", "x") is False
     assert verdict_rules.is_line_endings("x\r\n", "x\n") is True
