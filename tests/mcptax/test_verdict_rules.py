@@ -64,6 +64,8 @@ CONTENT_CASES = [
     ("array reordered", list(range(200))[::-1], list(range(200)), "mutated"),
     ("array longer", list(range(201)), list(range(200)), "mutated"),
     ("array true is not 1", [True, 2], [1, 2, 3], "mutated"),
+    ("array shorter, element sorts before", [0], [1, 2], "mutated"),
+    ("array shorter, element sorts after", [3], [1, 2], "mutated"),
     ("string for array", json.dumps(list(range(150))), list(range(150)), "mutated"),
     # Same bytes, so the same sha256: the contract's exact is byte equality, whatever the type.
     ("canonical string for array", compact(list(range(150))), list(range(150)), "exact"),
