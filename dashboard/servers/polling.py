@@ -108,8 +108,16 @@ def poll_and_record(
     # Read after the claim: under the lock nobody else records a snapshot of this server, so its
     # current snapshot is the newest (record_snapshot need not look it up again).
     server = (
-        McpServer.objects.select_related("team", "current_snapshot").defer(*_UNUSED_CURRENT).get(pk=server_id)
+        McpServer.objects.select_related("team", "current_snapshot")
+        .defer(*_UNUSED_CURRENT)
+        .filter(pk=server_id)
+        .first()
     )
+    if server is None:
+        # Deleted before its poll ran, or between the claim and this read: nothing to record.
+        log.info("server %s was deleted before its poll read it; nothing is recorded", server_id)
+        gone = "the server was deleted during its poll" if claimed else "the server no longer exists"
+        return PollSummary(f"#{server_id}", "deleted", gone, 0, False, None, True), None
     if not claimed:
         skipped = PollSummary(
             server.name, "skipped", "a poll of this server is already running", 0, False, None, True

@@ -61,3 +61,29 @@ def test_a_server_deleted_during_its_poll_ends_the_poll_quietly(team, tmp_path):
     assert (summary.outcome, summary.skipped, summary.snapshot_id) == ("deleted", True, None)
     assert "deleted during its poll" in summary.message
     assert not PollRun.objects.exists() and not Snapshot.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_server_deleted_right_after_its_poll_claimed_it_ends_the_poll_quietly(team, monkeypatch):
+    # The user's delete lands between the claim and the poll's read of the server (CI saw it).
+    from dashboard.servers import polling
+
+    server = McpServer.objects.create(
+        team=team, name="gone", transport=Transport.STDIO, command=sys.executable
+    )
+    real_claim = polling.claim
+
+    def claim_then_deleted(server_id: int, lease: str) -> bool:
+        claimed = real_claim(server_id, lease)
+        McpServer.objects.filter(pk=server_id).delete()
+        return claimed
+
+    monkeypatch.setattr(polling, "claim", claim_then_deleted)
+    summary = poll_server(server.pk, trigger="manual")
+    assert (summary.outcome, summary.skipped, summary.snapshot_id) == ("deleted", True, None)
+    assert summary.message == "the server was deleted during its poll"
+    assert not PollRun.objects.exists()
+    # And a poll of a server deleted before it ran at all.
+    monkeypatch.setattr(polling, "claim", real_claim)
+    late = poll_server(server.pk, trigger="schedule")
+    assert (late.outcome, late.message) == ("deleted", "the server no longer exists")
