@@ -96,6 +96,12 @@ def claim(server_id: int, lease: str = "") -> bool:
     return free.filter(pk=server_id).update(polling_since=now, poll_lease=lease) == 1
 
 
+def _read_server(server_id: int) -> McpServer | None:
+    """The server with what a poll uses of it, or None once it is deleted."""
+    related = McpServer.objects.select_related("team", "current_snapshot").defer(*_UNUSED_CURRENT)
+    return related.filter(pk=server_id).first()
+
+
 def poll_and_record(
     server_id: int, *, trigger: str = "schedule", lease: str = ""
 ) -> tuple[PollSummary, Snapshot | None]:
@@ -107,12 +113,7 @@ def poll_and_record(
     claimed = claim(server_id, lease)
     # Read after the claim: under the lock nobody else records a snapshot of this server, so its
     # current snapshot is the newest (record_snapshot need not look it up again).
-    server = (
-        McpServer.objects.select_related("team", "current_snapshot")
-        .defer(*_UNUSED_CURRENT)
-        .filter(pk=server_id)
-        .first()
-    )
+    server = _read_server(server_id)
     if server is None:
         # Deleted before its poll ran, or between the claim and this read: nothing to record.
         log.info("server %s was deleted before its poll read it; nothing is recorded", server_id)
