@@ -118,6 +118,11 @@ def test_fixed_tax_pages_in_chromium(
         "() => [...document.querySelectorAll('#tax-chart .hoverlayer .hovertext')]"
         ".some(h => h.textContent.includes('release 1.5.0'))"
     )
+    # The last move's hover can still be pending (plotly runs it 50 ms after the one before). Run
+    # during the press, it finds the chart "dragging" and clears the hover; a release within 50 ms
+    # of that (Playwright's press lasts a few ms, a hand's about 100) then finds no point to click.
+    # A 100 ms timer set now fires after that pending one, so the hover is settled when we press.
+    page.evaluate("() => new Promise(done => setTimeout(done, 100))")
     page.mouse.down()
     page.mouse.up()
     page.wait_for_url(re.compile(rf"/diff/\?a={old.pk}&b={sprawl.current_snapshot.pk}$"))
