@@ -66,6 +66,10 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Pages (and their chart figures, which travel in the page) gzip-compressed for a client that
+    # accepts it; static files arrive already compressed from WhiteNoise and pass through. Django
+    # pads each compressed response with random bytes against BREACH-style length guessing.
+    "django.middleware.gzip.GZipMiddleware",
     "csp.middleware.CSPMiddleware",
     "config.middleware.RejectNulMiddleware",
     # Before the session: a database or broker outage anywhere further in answers 503.
