@@ -301,6 +301,10 @@ def _status_ctx(
         query["pending"] = pending_token(server, pending[1])
         if waits_for_first:
             query["first"] = "1"
+    if in_flight:
+        # The snapshot the header and the body show now: a status answer that finds another one
+        # current swaps the body in with the header, even while the poll has work left.
+        query["shown"] = str(server.current_snapshot_id or 0)
     return {
         "can_manage": _may_edit(request, server),
         "can_poll": allowed(request, server.team, server.poll_action),
@@ -313,16 +317,18 @@ def _status_ctx(
 
 
 def _poll_landed(
-    request: HtmxHttpRequest, team: Team, server: McpServer, status: dict[str, Any]
+    request: HtmxHttpRequest, team: Team, server: McpServer, status: dict[str, Any], *, done: bool
 ) -> HttpResponse:
     """The header and, out of band, the whole page body: one poll changes the snapshot card, the
-    chart, the findings, the tools, the history; none may keep showing the old snapshot."""
+    chart, the findings, the tools, the history; none may keep showing the old snapshot. Sent when
+    the poll is done, and as soon as its new snapshot is current (the header shows it)."""
     ctx = {**_detail_context(request, team, server, None), **status}
     response = render_page(
-        request, "servers/server_detail.html#status-region", ctx, oob=("server-body",), stop_polling=True
+        request, "servers/server_detail.html#status-region", ctx, oob=("server-body",), stop_polling=done
     )
-    # The alert banner (its own endpoint) listens for this.
-    trigger_client_event(response, "pollFinished", {"server": str(server.code)})
+    if done:
+        # The alert banner (its own endpoint) listens for this.
+        trigger_client_event(response, "pollFinished", {"server": str(server.code)})
     return response
 
 
@@ -338,8 +344,10 @@ def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
         **_status_ctx(request, server, pending, request.GET),
     }
     done = not ctx["in_flight"]
-    if done and pending:
-        return _poll_landed(request, team, server, ctx)
+    shown = request.GET.get("shown")
+    moved = shown is not None and shown != str(server.current_snapshot_id or 0)
+    if (done and pending) or moved:
+        return _poll_landed(request, team, server, ctx, done=done)
     return render_page(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
 
 
@@ -387,7 +395,7 @@ def poll_now(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpRespon
         **_status_ctx(request, server, parse_pending(pending), request.GET),
     }
     if not ctx["in_flight"] and sent:
-        return _poll_landed(request, team, server, ctx)  # an eager or very fast worker: done already
+        return _poll_landed(request, team, server, ctx, done=True)  # an eager or very fast worker
     return render_page(request, "servers/server_detail.html#status-region", ctx)
 
 
