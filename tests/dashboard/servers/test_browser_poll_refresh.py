@@ -41,16 +41,20 @@ def test_poll_now_refreshes_every_region_it_changes(
     sprawl = polled_example_servers["files-sprawl"]
     grown = sprawl.current_snapshot
     assert grown.server_version == "1.5.0"
+    # The scripted history was polled seconds ago; age it so the new poll is visible as such. Before
+    # the browser asks for anything: SQLite's shared in-memory test database refuses a write ("table
+    # is locked") while the live server reads the same table for a page.
+    McpServer.objects.filter(pk=sprawl.pk).update(last_poll_at=timezone.now() - timedelta(hours=1))
     browser_login(page, live_server, "alice", "pw-for-browser-123")
     page.wait_for_url(re.compile(rf"/t/{team.slug}/$"))
-    # The scripted history was polled seconds ago; age it so the new poll is visible as such.
-    McpServer.objects.filter(pk=sprawl.pk).update(last_poll_at=timezone.now() - timedelta(hours=1))
     page.goto(f"{live_server.url}/t/{team.slug}/servers/{sprawl.code}/")
     page.wait_for_selector("#tax-chart[data-rendered]")
     assert "1.5.0" in _text(page, "#snapshot-figures .pagehead h2")
     assert page.locator("#tools tbody tr[data-tool]").count() == grown.tool_count
 
-    # The server goes back to its lean release; Poll now fetches it (in-process worker).
+    # The server goes back to its lean release; Poll now fetches it (in-process worker). Written
+    # once the page's own region loads have ended, for the reason above.
+    page.wait_for_load_state("networkidle")
     sprawl.env = {**sprawl.env, GROWN_ENV: "0"}
     sprawl.save(update_fields=["env"])
     page.evaluate("window.__sameDocument = true")
