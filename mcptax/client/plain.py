@@ -95,6 +95,8 @@ class Listed:
     version: str
     info: dict[str, Any]
     pages: list[dict[str, Any]]
+    # The pages' canonical size in bytes, summed as they arrived (checked against the limit).
+    payload_bytes: int
 
     @property
     def modern(self) -> bool:
@@ -244,7 +246,10 @@ def _next_cursor(page: dict[str, Any], seen: set[str]) -> str | None:
     return cursor
 
 
-def _pages(max_bytes: int, modern: bool) -> Generator[Send, dict[str, Any] | None, list[dict[str, Any]]]:
+def _pages(
+    max_bytes: int, modern: bool
+) -> Generator[Send, dict[str, Any] | None, tuple[list[dict[str, Any]], int]]:
+    """Every tools/list page, and their canonical size in all."""
     pages: list[dict[str, Any]] = []
     total = 0
     cursor: str | None = None
@@ -264,7 +269,7 @@ def _pages(max_bytes: int, modern: bool) -> Generator[Send, dict[str, Any] | Non
         pages.append(page)
         cursor = _next_cursor(page, seen)
         if cursor is None:
-            return pages
+            return pages, total
     raise too_many_pages()
 
 
@@ -285,8 +290,8 @@ def tools_exchange(mode: str, max_bytes: int) -> Exchange:
                 if PROBE_VERSION not in versions or not discovery_is_plain(discovery):
                     raise OffPath
                 info = discovery.get("_meta", {}).get(META + "serverInfo") or {}
-                pages = yield from _pages(max_bytes, modern=True)
-                return Listed(discovery, PROBE_VERSION, info, pages)
+                pages, size = yield from _pages(max_bytes, modern=True)
+                return Listed(discovery, PROBE_VERSION, info, pages, size)
             # It answers the probe but names only versions of the handshake era: the handshake follows.
         else:
             refusal = (answer or {}).get("error")
@@ -297,8 +302,8 @@ def tools_exchange(mode: str, max_bytes: int) -> Exchange:
     if not handshake_is_plain(handshake):
         raise OffPath
     yield Send("notifications/initialized", notify=True)
-    pages = yield from _pages(max_bytes, modern=False)
-    return Listed(handshake, handshake["protocolVersion"], handshake["serverInfo"], pages)
+    pages, size = yield from _pages(max_bytes, modern=False)
+    return Listed(handshake, handshake["protocolVersion"], handshake["serverInfo"], pages, size)
 
 
 def _item_is_plain(item: Any, kind: str) -> bool:
@@ -356,7 +361,7 @@ def result(listed: Listed, started: float) -> FetchResult:
         prompts_count=None,
         resources_count=None,
         pages=len(pages),
-        payload_bytes=sum(len(canonical_bytes(page)) for page in pages),
+        payload_bytes=listed.payload_bytes,
         raw_pages=pages,
         handshake=listed.handshake,
         elapsed_seconds=time.monotonic() - started,

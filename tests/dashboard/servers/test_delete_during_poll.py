@@ -23,17 +23,50 @@ WAIT_THEN_SERVE = (
 )
 
 
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.timeout(120)
-def test_a_server_deleted_during_its_poll_ends_the_poll_quietly(team, tmp_path):
-    go = tmp_path / "go"
-    server = McpServer.objects.create(
+def _waiting_server(team, go: Path) -> McpServer:
+    """A stdio server whose process serves only once the file ``go`` exists."""
+    series = str(Path(ROOT) / "tests" / "servers" / "series_server.py")
+    return McpServer.objects.create(
         team=team,
         name="short-lived",
         transport=Transport.STDIO,
         command=sys.executable,
-        args=["-c", WAIT_THEN_SERVE, str(go), str(Path(ROOT) / "tests" / "servers" / "series_server.py")],
+        args=["-c", WAIT_THEN_SERVE, str(go), series],
     )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_a_server_deleted_during_its_poll_ends_the_poll_quietly(team, tmp_path):
+    go = tmp_path / "go"
+    server = _waiting_server(team, go)
+    outcome = _poll_while_deleting(server, go)
+    assert "error" not in outcome, repr(outcome.get("error"))
+    summary = outcome["summary"]
+    assert (summary.outcome, summary.skipped, summary.snapshot_id) == ("deleted", True, None)
+    assert "deleted during its poll" in summary.message
+    assert not PollRun.objects.exists() and not Snapshot.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(120)
+def test_a_server_deleted_during_an_unchanged_poll_ends_the_poll_quietly(team, tmp_path):
+    # The second poll finds the same tools: it ends with the write that extends the snapshot,
+    # records the run and releases the lock (one statement on PostgreSQL), with no server left.
+    go = tmp_path / "go"
+    go.touch()
+    server = _waiting_server(team, go)
+    first = poll_server(server.pk, trigger="manual")
+    assert first.changed, first.message
+    go.unlink()
+    outcome = _poll_while_deleting(server, go)
+    assert "error" not in outcome, repr(outcome.get("error"))
+    summary = outcome["summary"]
+    assert (summary.outcome, summary.skipped, summary.snapshot_id) == ("deleted", True, None)
+    assert not PollRun.objects.exists() and not Snapshot.objects.exists()
+
+
+def _poll_while_deleting(server: McpServer, go: Path) -> dict[str, object]:
     outcome: dict[str, object] = {}
 
     def poll() -> None:
@@ -56,25 +89,25 @@ def test_a_server_deleted_during_its_poll_ends_the_poll_quietly(team, tmp_path):
     server.delete()  # the user deletes it from the page while it is being polled
     go.touch()
     thread.join(timeout=90)
-    assert "error" not in outcome, repr(outcome.get("error"))
-    summary = outcome["summary"]
-    assert (summary.outcome, summary.skipped, summary.snapshot_id) == ("deleted", True, None)
-    assert "deleted during its poll" in summary.message
-    assert not PollRun.objects.exists() and not Snapshot.objects.exists()
+    return outcome
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_server_deleted_right_after_its_poll_claimed_it_ends_the_poll_quietly(team, monkeypatch):
     # The user's delete lands between the claim and the poll's read of the server (CI saw it).
-    from dashboard.servers import polling
+    # On PostgreSQL the two are one statement, with no moment in between: the test takes the
+    # two-statement path there too.
+    from dashboard.servers import polling, pollsql
+
+    monkeypatch.setattr(pollsql, "available", lambda: False)
 
     server = McpServer.objects.create(
         team=team, name="gone", transport=Transport.STDIO, command=sys.executable
     )
     real_claim = polling.claim
 
-    def claim_then_deleted(server_id: int, lease: str) -> bool:
-        claimed = real_claim(server_id, lease)
+    def claim_then_deleted(server_id: int, lease: str, now: object = None) -> bool:
+        claimed = real_claim(server_id, lease, now)
         McpServer.objects.filter(pk=server_id).delete()
         return claimed
 
