@@ -47,6 +47,8 @@ if services_up; then
   run fidelity "${PG[@]}" $BIN/python scripts/bench_fidelity.py --smoke --reseed
   run ingest "${PG[@]}" $BIN/python scripts/bench_ingest.py --smoke
   run pages "${PG[@]}" $BIN/python scripts/bench_pages.py --smoke --reseed
+  # The same tiny teams in Chromium, served by gunicorn as the full stack serves them.
+  run pages-browser "${PG[@]}" $BIN/python scripts/bench_pages.py --browser --at-scale --smoke --repeat 1
 elif [ "${CI:-false}" = "true" ]; then
   echo "FAIL  poll, fidelity, ingest, pages: CI=true and PostgreSQL/Redis are not reachable"
   status=1
