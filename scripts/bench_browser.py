@@ -174,7 +174,7 @@ def _reset_static_storage() -> None:
 
 
 def run(
-    repeat: int, target_ms: float, prepare: Callable[[], Pages] = demo_pages
+    repeat: int, target_ms: float, prepare: Callable[[], Pages] = demo_pages, *, smoke: bool = False
 ) -> tuple[list[dict[str, Any]], bool]:
     """(one row per page, whether every page met the target). Needs its database set up."""
     from playwright.sync_api import sync_playwright
@@ -198,11 +198,14 @@ def run(
             page.wait_for_url(lambda url: "/login/" not in url)
             # Every page once before any is timed, so no row pays for a gunicorn worker's first
             # requests (imports, compiled templates, connections): cold is the browser's cache only.
-            for _ in range(2):
+            for _ in range(1 if smoke else 2):
                 for _, path in pages:
                     page.goto(origin + path, wait_until="load")
             for label, path in pages:
-                colds = [_cold_load(browser, page.context, origin + path) for _ in range(COLD_LOADS)]
+                colds = [
+                    _cold_load(browser, page.context, origin + path)
+                    for _ in range(1 if smoke else COLD_LOADS)
+                ]
                 cold = {
                     **colds[-1],
                     "dcl": statistics.median(c["dcl"] for c in colds),
