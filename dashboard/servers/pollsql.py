@@ -53,8 +53,8 @@ class _Reader:
         self.cols = [f.get_col(alias) for f in self.fields]
         self.names = [f.attname for f in self.fields]
         self.converters = [
-            connection.ops.get_db_converters(f.get_col(alias)) + f.get_db_converters(connection)
-            for f in self.fields
+            connection.ops.get_db_converters(col) + f.get_db_converters(connection)
+            for f, col in zip(self.fields, self.cols, strict=True)
         ]
 
     def instance(self, row: tuple[Any, ...]) -> Model:

@@ -304,7 +304,7 @@ def _status_ctx(
     if in_flight:
         # The snapshot the header and the body show now: a status answer that finds another one
         # current swaps the body in with the header, even while the poll has work left.
-        query["shown"] = str(server.current_snapshot_id or 0)
+        query["shown"] = _shown(server)
     return {
         "can_manage": _may_edit(request, server),
         "can_poll": allowed(request, server.team, server.poll_action),
@@ -314,6 +314,11 @@ def _status_ctx(
         "status_query": urlencode(query),
         "last_run": selectors.last_poll_run(server),
     }
+
+
+def _shown(server: McpServer) -> str:
+    """The snapshot the page shows, as the status URL carries it ("0": none yet)."""
+    return str(server.current_snapshot_id or 0)
 
 
 def _poll_landed(
@@ -345,7 +350,7 @@ def server_status(request: HtmxHttpRequest, team_slug: str, code: UUID) -> HttpR
     }
     done = not ctx["in_flight"]
     shown = request.GET.get("shown")
-    moved = shown is not None and shown != str(server.current_snapshot_id or 0)
+    moved = shown is not None and shown != _shown(server)
     if (done and pending) or moved:
         return _poll_landed(request, team, server, ctx, done=done)
     return render_page(request, "servers/server_detail.html#status-region", ctx, stop_polling=done)
