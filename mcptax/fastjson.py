@@ -91,3 +91,14 @@ def canonical_bytes(x: Any) -> bytes:
         except orjson.JSONEncodeError:
             pass
     return _dumps_stdlib(x).encode("utf-8", "surrogatepass")
+
+
+def parsed_bytes(x: Any) -> bytes | None:
+    """The UTF-8 bytes of ``canonical(x)`` for an ``x`` that ``json.loads`` made of a text with
+    no float in it (plain by construction, so unchecked); None where orjson cannot write it (an
+    integer beyond 64 bits, a lone surrogate, nesting past its limit): the caller's usual path
+    then decides."""
+    try:
+        return orjson.dumps(x)
+    except orjson.JSONEncodeError:
+        return None

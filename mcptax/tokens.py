@@ -271,8 +271,14 @@ def count(text: str, encoding: str | tiktoken.Encoding = DEFAULT_ENCODING) -> in
     return counter(encoding)(text)
 
 
-def snapshot_sha256(raw_tools: list[dict[str, Any]]) -> str:
-    """Snapshot identity: sha256 hex of canonical(raw tools as received), order-sensitive."""
+def snapshot_sha256(raw_tools: list[dict[str, Any]], *, float_free_json: bool = False) -> str:
+    """Snapshot identity: sha256 hex of canonical(raw tools as received), order-sensitive.
+
+    ``float_free_json``: the tools are as parsed from JSON text without a float
+    (``FetchResult.float_free_json``), which spares the check ``fastjson`` makes otherwise."""
+    data = fastjson.parsed_bytes(raw_tools) if float_free_json else None
+    if data is not None:
+        return hashlib.sha256(data).hexdigest()
     return hashlib.sha256(canonical(raw_tools).encode("utf-8")).hexdigest()
 
 

@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import multiprocessing
 import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -148,6 +151,89 @@ def requests_made(work) -> list[str]:
     return sent
 
 
+# What a worker slot runs, by name, on one server's pk (set before process slots fork: they
+# inherit it).
+_SLOT_WORK: dict[str, Callable[[Any], Any]] = {}
+FLOOR = "floor: bare httpx client"
+SUBJECTS = {FLOOR: "floor", "product MCP client": "client", "unchanged poll (client + bookkeeping)": "poll"}
+
+
+def _slot_task(job: tuple[str, Any]) -> tuple[Any, float]:
+    name, item = job
+    cpu = time.process_time()
+    result = _SLOT_WORK[name](item)
+    return result, time.process_time() - cpu
+
+
+class _Slots:
+    """``concurrency`` worker slots that live for the whole comparison, as a worker's do (what a slot
+    keeps between polls, its HTTP clients and its database connection, is kept here too):
+    threads of this process (the thread pool: GIL and all), or forked processes (the prefork pool,
+    each slot a process of its own; CPU is then each task's own, summed)."""
+
+    def __init__(self, kind: str, concurrency: int, threads: ThreadPoolExecutor) -> None:
+        self.kind, self.concurrency, self.threads = kind, concurrency, threads
+        self.pool: Any = None
+
+    def __enter__(self) -> _Slots:
+        if self.kind == "processes":
+            from django.db import connections
+
+            from mcptax.client import fasthttp
+
+            # A forked slot must own its connections: none of this process's may be open then.
+            connections.close_all()
+            for client in fasthttp._local.__dict__.pop("clients", {}).values():
+                client.close()
+            self.pool = multiprocessing.get_context("fork").Pool(self.concurrency)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None:
+            self.pool.terminate()
+            self.pool.join()
+
+    def run(self, name: str, items: list[Any]) -> tuple[list[Any], Any]:
+        import benchlib
+
+        if self.pool is None:
+            cpu, wall = benchlib.cpu_now(), time.perf_counter()
+            results = list(self.threads.map(_SLOT_WORK[name], items))
+            return results, benchlib.Measured(time.perf_counter() - wall, benchlib.cpu_now() - cpu)
+        wall = time.perf_counter()
+        done = self.pool.map(_slot_task, [(name, item) for item in items], chunksize=1)
+        measured = benchlib.Measured(time.perf_counter() - wall, sum(cpu for _, cpu in done))
+        return [result for result, _ in done], measured
+
+
+def _compare(slots: _Slots, pks: list[int], rounds: int, concurrency: int) -> None:
+    """Paired rounds of unchanged cycles: the floor, the product's client alone, the whole poll."""
+    import benchlib
+
+    def subject(name: str) -> Callable[[], Any]:
+        def cycle() -> Any:
+            results, measured = slots.run(name, pks)
+            if name == "poll":
+                assert not any(r.changed for r in results), "an unchanged cycle stored a snapshot"
+            return measured
+
+        return cycle
+
+    slots.run("poll", pks)  # each slot's first poll of each server: nothing timed pays for it
+    runs = benchlib.paired({label: subject(name) for label, name in SUBJECTS.items()}, rounds)
+    whole = "unchanged poll (client + bookkeeping)"
+    benchlib.report(
+        f"unchanged cycles of {len(pks)} servers, {concurrency} slots as {slots.kind}", runs, FLOOR
+    )
+    wall, cpu = benchlib.ratios(runs, whole, FLOOR)
+    benchlib.target(f"unchanged poll / bare client, wall ({slots.kind})", wall, "<=", 1.2)
+    benchlib.target(f"unchanged poll / bare client, CPU ({slots.kind})", cpu, "<=", 1.2)
+    per_second = len(pks) / statistics.median(runs[whole].wall)
+    benchlib.target(
+        f"unchanged cycle, polls/s at concurrency {concurrency} ({slots.kind})", per_second, ">=", 40
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--servers", type=int, default=200)
@@ -156,6 +242,12 @@ def main() -> None:
     parser.add_argument("--corpus", action="store_true", help="replay the real-server captures")
     parser.add_argument(
         "--rounds", type=int, default=5, help="paired rounds of unchanged cycles vs the floor"
+    )
+    parser.add_argument(
+        "--slots",
+        choices=["threads", "processes", "both"],
+        default="both",
+        help="worker slots as threads of one process (the thread pool) or as processes (prefork)",
     )
     parser.add_argument("--smoke", action="store_true", help="2 servers, 1 process, 1 round")
     args = parser.parse_args()
@@ -213,10 +305,13 @@ def main() -> None:
             finally:
                 close_old_connections()
 
+        # The worker slots live as long as the run, as a worker's do: what a slot keeps between
+        # polls (its HTTP clients, its database connection) is kept here too.
+        threads = stack.enter_context(ThreadPoolExecutor(max_workers=concurrency))
+
         def cycle(label: str) -> list:
             t0 = time.perf_counter()
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                results = list(pool.map(poll, [s.pk for s in servers]))
+            results = list(threads.map(poll, [s.pk for s in servers]))
             wall = time.perf_counter() - t0
             outcomes = statistics.multimode([r.outcome for r in results])
             durations = sorted(r.duration_ms for r in results)
@@ -229,13 +324,6 @@ def main() -> None:
 
         cycle("cycle 1 (all new)")
         cycle("cycle 2 (all unchanged)")
-
-        import benchlib
-
-        def bare_cycle() -> None:
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                counts = list(pool.map(bare_poll, [s.url for s in servers]))
-            assert all(counts), counts
 
         def client_fetch(server: McpServer) -> None:
             # The product's MCP client alone, asking as a poll asks (both eras, listings in the kept
@@ -254,15 +342,6 @@ def main() -> None:
             kept, _ = eras.fetch_in_eras(server, fetch)
             assert kept.tools, kept
 
-        def client_cycle() -> None:
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                list(pool.map(client_fetch, servers))
-
-        def poll_cycle() -> None:
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                results = list(pool.map(poll, [s.pk for s in servers]))
-            assert not any(r.changed for r in results), "an unchanged cycle stored a snapshot"
-
         # The floor must send what the product sends, or the ratio means nothing.
         first = McpServer.objects.select_related("team").get(pk=servers[0].pk)
         product_sends = requests_made(lambda: poll(first.pk))
@@ -273,25 +352,16 @@ def main() -> None:
         if requests_made(lambda: client_fetch(first)) != product_sends:
             raise SystemExit("the product's client alone sends other requests than its poll")
 
-        floor = "floor: bare httpx client"
-        runs = benchlib.paired(
-            {
-                floor: bare_cycle,
-                "product MCP client": client_cycle,
-                "unchanged poll (client + bookkeeping)": poll_cycle,
-            },
-            args.rounds,
+        loaded = {s.pk: McpServer.objects.select_related("team").get(pk=s.pk) for s in servers}
+        _SLOT_WORK.update(
+            floor=lambda pk: bare_poll(loaded[pk].url),
+            client=lambda pk: client_fetch(loaded[pk]),
+            poll=poll,
         )
-        benchlib.report(
-            f"unchanged cycles of {args.servers} servers at concurrency {concurrency}", runs, floor
-        )
-        cycle_s = statistics.median(runs["unchanged poll (client + bookkeeping)"].wall)
-        wall, cpu = benchlib.ratios(runs, "unchanged poll (client + bookkeeping)", floor)
-        benchlib.target("unchanged poll / bare client, wall", wall, "<=", 1.2)
-        benchlib.target("unchanged poll / bare client, CPU", cpu, "<=", 1.2)
-        benchlib.target(
-            f"unchanged cycle, polls/s at concurrency {concurrency}", args.servers / cycle_s, ">=", 40
-        )
+        kinds = ["threads", "processes"] if args.slots == "both" else [args.slots]
+        for kind in kinds:
+            slots = stack.enter_context(_Slots(kind, concurrency, threads))
+            _compare(slots, [s.pk for s in servers], args.rounds, concurrency)
         snapshots = Snapshot.objects.filter(server__team=team)
         print(f"snapshots stored: {snapshots.count()}")
         if captures:

@@ -31,7 +31,7 @@ class Measured:
     cpu: float
 
 
-def _cpu_now() -> float:
+def cpu_now() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
@@ -44,14 +44,14 @@ def paired(subjects: dict[str, Callable[[], object]], rounds: int) -> dict[str, 
     for index in range(rounds):
         order = names if index % 2 == 0 else list(reversed(names))
         for name in order:
-            cpu, wall = _cpu_now(), time.perf_counter()
+            cpu, wall = cpu_now(), time.perf_counter()
             result = subjects[name]()
             if isinstance(result, Measured):
                 runs[name].wall.append(result.wall)
                 runs[name].cpu.append(result.cpu)
             else:
                 runs[name].wall.append(time.perf_counter() - wall)
-                runs[name].cpu.append(_cpu_now() - cpu)
+                runs[name].cpu.append(cpu_now() - cpu)
     return runs
 
 

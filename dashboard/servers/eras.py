@@ -63,7 +63,7 @@ def record_eras(snapshot: Snapshot, asked: FetchResult, other: FetchResult | Non
         eras[asked.protocol_version or ""] = _figure(
             snapshot.sha256, snapshot.tool_count, snapshot.fixed_tax_tokens, snapshot.encoding, True
         )
-        sha = tokens.snapshot_sha256(other.tools)
+        sha = tokens.snapshot_sha256(other.tools, float_free_json=other.float_free_json)
         known = (snapshot.eras or {}).get(other.protocol_version or "")
         if sha == snapshot.sha256:
             figure = _figure(sha, snapshot.tool_count, snapshot.fixed_tax_tokens, snapshot.encoding, False)

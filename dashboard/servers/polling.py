@@ -283,7 +283,7 @@ def record_snapshot(
     here. ``extend=False``: an unchanged snapshot's ``last_seen`` is set on the object only.
     """
     seen_at = seen_at or timezone.now()
-    sha = tokens.snapshot_sha256(result.tools)
+    sha = tokens.snapshot_sha256(result.tools, float_free_json=result.float_free_json)
     version = result.server_version or ""
     instructions = result.instructions or ""
     if current is _Unknown:

@@ -11,14 +11,17 @@ data-modifying ``WITH``) take the ORM path in ``polling``; both paths run the sa
 from __future__ import annotations
 
 import functools
+import logging
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import connection
+from django.db import InterfaceError, OperationalError, connection
 from django.db.models import Field, Model
 
 from dashboard.servers.models import McpServer, PollRun, Snapshot, poll_lock_stale_after
 from dashboard.teams.models import Team
+
+log = logging.getLogger(__name__)
 
 # The current snapshot's columns an unchanged poll never reads (large JSON): not loaded with it.
 UNUSED_CURRENT = ("counts", "tokens_by_encoding", "findings", "analysis_errors")
@@ -97,13 +100,16 @@ def claim_and_read(server_id: int, lease: str, now: datetime) -> tuple[bool, Mcp
 
     The SELECT sees the row as it was before the claim (one snapshot for the whole statement), so
     a claimed server's lock columns are set on the object here.
+
+    The statement is the task's first, and it stands in for the connection's health check:
+    Django's (``CONN_HEALTH_CHECKS``: a ``SELECT 1`` before a task's first query, a round trip
+    per poll) is skipped, and a connection the claim finds dead is replaced and the claim sent
+    once more (under the same lease a claim that did reach the server is taken again).
     """
     sql, server_reader, team_reader, current_reader = _claim_and_read_sql()
     params = [*_prepared(McpServer, {"polling_since": now, "poll_lease": lease}), server_id]
     params += [*_prepared(McpServer, {"polling_since": now - poll_lock_stale_after()}), lease, server_id]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
+    row = _first_statement(sql, params)
     if row is None:
         return False, None
     claimed, row = bool(row[0]), row[1:]
@@ -117,6 +123,27 @@ def claim_and_read(server_id: int, lease: str, now: datetime) -> tuple[bool, Mcp
     if claimed:
         server.polling_since, server.poll_lease = now, lease
     return claimed, server
+
+
+def _first_statement(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    """Run a task's first statement and fetch its row, as its connection's health check."""
+    checked = connection.connection is not None and not connection.in_atomic_block
+    if checked:
+        connection.health_check_done = True  # type: ignore[attr-defined]  # Django's own flag: this statement is the check
+    try:
+        return _fetch_one(sql, params)
+    except (OperationalError, InterfaceError):
+        if not checked:
+            raise
+        log.info("the database connection was dead at a poll's claim; reconnecting")
+        connection.close()
+        return _fetch_one(sql, params)
+
+
+def _fetch_one(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchone()
 
 
 def _update_sql(model: type[Model], names: tuple[str, ...]) -> str:

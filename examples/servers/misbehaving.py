@@ -12,6 +12,9 @@ speaks just enough of the legacy handshake (it rejects ``server/discover`` so cl
 - ``hang_first``: like ``quirky``, except that the first process to be asked ``tools/list`` never
   answers it: with ``--tools-list-file F``, a process that finds no F creates it and hangs, later
   ones answer (so a poll killed mid-way can be shown to succeed when it is retried).
+- ``open_stream`` (HTTP only; over stdio it answers as ``quirky``): answers as ``quirky``, each
+  answer in an event stream that stays open after the answer, as a server may (the spec only says
+  it SHOULD close it), so a client that waits for the stream's end never gets on.
 - ``quirky``: answers correctly, but in two pages (``nextCursor``) of tools whose keys come in an
   unusual order with extension keys, so a client can prove it keeps exactly what was sent.
 
@@ -34,7 +37,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-MODES = ("hang", "hang_tools", "hang_first", "exit_mid", "invalid_json", "huge", "quirky")
+MODES = ("hang", "hang_tools", "hang_first", "exit_mid", "invalid_json", "huge", "quirky", "open_stream")
 SERVER_INFO = {"name": "misbehaving", "version": "0.0.1"}
 LEGACY_VERSION = "2025-11-25"
 METHOD_NOT_FOUND = -32601
@@ -125,7 +128,7 @@ def answer_handshake(message: dict[str, Any]) -> dict[str, Any] | None:
 def tools_result(mode: str, message: dict[str, Any], huge_mb: float) -> dict[str, Any]:
     if mode == "huge":
         return huge_tools_result(huge_mb)
-    if mode in ("quirky", "hang_first"):
+    if mode in ("quirky", "hang_first", "open_stream"):
         return quirky_page(message)
     return {"tools": []}
 
@@ -200,6 +203,18 @@ def build_http_app(mode: str, huge_mb: float) -> Any:
             await anyio.sleep_forever()
         if "id" not in message:
             return Response(status_code=202)
+        if mode == "open_stream":
+            reply = answer_handshake(message) or {
+                "jsonrpc": "2.0",
+                "id": message["id"],
+                "result": tools_result(mode, message, huge_mb),
+            }
+
+            async def answer_then_stay_open() -> AsyncIterator[bytes]:
+                yield b"event: message\ndata: " + json.dumps(reply).encode() + b"\n\n"
+                await anyio.sleep_forever()
+
+            return StreamingResponse(answer_then_stay_open(), media_type="text/event-stream")
         if message.get("method") != "tools/list":
             reply = answer_handshake(message) or {
                 "jsonrpc": "2.0",

@@ -27,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
+import urllib.parse
+from collections import OrderedDict
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -42,23 +44,44 @@ from mcptax.client.target import (
     wants_listings,
 )
 from mcptax.outbound import OutboundPolicy, OutboundRefused, PinnedTransport
+from mcptax.outbound.transport import GraceStream
 
 # What the SDK's client says it is (httpx2's default), so a server sees the same request.
 USER_AGENT = "python-httpx2/2.17.0"
 MCP_SESSION_ID = "mcp-session-id"
 MCP_PROTOCOL_VERSION = "mcp-protocol-version"
 MCP_METHOD = "mcp-method"
+# How long a read of a response's rest may wait once its answer is in hand. A server ends a
+# stream right after the answer; one that keeps it open costs this wait once per exchange.
+REST_GRACE_SECONDS = 0.2
 
 _local = threading.local()
+# Each worker thread keeps one client per origin (scheme, host, port) it polled lately. One pool
+# per origin, because httpcore checks every idle connection of a pool on each request: a shared
+# pool of many origins' connections makes every request pay for all of them. Past this many, the
+# client least recently used is closed.
+CLIENTS_PER_THREAD = 32
 
 
-def _client(policy: OutboundPolicy) -> httpx.Client:
-    """This thread's client for ``policy``: its pool keeps connections between polls."""
-    clients: dict[OutboundPolicy, httpx.Client] = _local.__dict__.setdefault("clients", {})
-    client = clients.get(policy)
-    if client is None:
-        client = httpx.Client(transport=PinnedTransport(policy), trust_env=False, follow_redirects=False)
-        clients[policy] = client
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    return parts.scheme.lower(), (parts.hostname or ""), parts.port
+
+
+def _client(policy: OutboundPolicy, url: str) -> httpx.Client:
+    """This thread's client for ``url``'s origin under ``policy``: its pool keeps connections
+    between requests and between polls."""
+    clients: OrderedDict[tuple[OutboundPolicy, tuple[str, str, int | None]], httpx.Client]
+    clients = _local.__dict__.setdefault("clients", OrderedDict())
+    key = (policy, _origin(url))
+    client = clients.get(key)
+    if client is not None:
+        clients.move_to_end(key)
+        return client
+    client = httpx.Client(transport=PinnedTransport(policy), trust_env=False, follow_redirects=False)
+    clients[key] = client
+    if len(clients) > CLIENTS_PER_THREAD:
+        clients.popitem(last=False)[1].close()
     return client
 
 
@@ -94,6 +117,9 @@ class _Session:
         self.phase = "connect"
         # What the answer in flight is read as ("json", "sse"; "" for a notification's).
         self.reading = ""
+        self.reader = plain.Reader()
+        # Whether a response's rest is read after its answer (see `_rest`).
+        self.reads_rest = True
 
     def headers(self, send: plain.Send | None = None) -> httpx.Headers:
         headers = self.base.copy()
@@ -144,6 +170,7 @@ class _Session:
         if request_id is None:
             if status >= 400:
                 raise plain.OffPath
+            self._rest(response, self._chunks(response))
             return None
         content_type = response.headers.get("content-type", "").lower()
         if status >= 400:
@@ -151,7 +178,7 @@ class _Session:
         if send.method == "initialize" and response.headers.get(MCP_SESSION_ID):
             self.session_id = response.headers[MCP_SESSION_ID]
         if content_type.startswith("application/json"):
-            answer = plain.answer_to(plain.decode(b"".join(self._chunks(response))), request_id)
+            answer = plain.answer_to(self.reader.decode(b"".join(self._chunks(response))), request_id)
             if answer is None:
                 raise plain.OffPath  # a notification where the SDK waits for the answer
             return answer
@@ -163,7 +190,7 @@ class _Session:
     def _refusal(self, response: httpx.Response, content_type: str, request_id: int) -> dict[str, Any]:
         """An HTTP error answering a request, as the JSON-RPC error the SDK makes of it."""
         if content_type.startswith("application/json"):
-            with_body = plain.decode(b"".join(self._chunks(response)))
+            with_body = self.reader.decode(b"".join(self._chunks(response)))
             if isinstance(with_body, dict) and isinstance(with_body.get("error"), dict):
                 return {"jsonrpc": "2.0", "id": request_id, "error": with_body["error"]}
             raise plain.OffPath
@@ -172,14 +199,35 @@ class _Session:
 
     def _events(self, response: httpx.Response, request_id: int) -> dict[str, Any]:
         events = plain.SseEvents(self.limit)
-        for chunk in self._chunks(response):
+        chunks = self._chunks(response)
+        for chunk in chunks:
             for event, data in events.feed(chunk):
                 if event != "message" or not data:
                     continue  # another event type, or a priming event: passed over, as by the SDK
-                answer = plain.answer_to(plain.decode(data), request_id)
+                answer = plain.answer_to(self.reader.decode(data), request_id)
                 if answer is not None:
+                    self._rest(response, chunks)
                     return answer
         raise plain.OffPath  # the stream ended without the answer: resuming it is the SDK's
+
+    def _rest(self, response: httpx.Response, chunks: Iterator[bytes]) -> None:
+        """Read what is left of a response whose answer is in hand, so that its connection can
+        serve the next request (a response closed before its end takes its connection with it).
+        Only what arrives at once is waited for; a server that keeps the stream open, or sends
+        more than the limit, loses the connection instead, and the session stops waiting."""
+        if not self.reads_rest:
+            return
+        stream = response.extensions.get("network_stream")
+        if not isinstance(stream, GraceStream):
+            return
+        stream.grace = REST_GRACE_SECONDS
+        try:
+            for _ in chunks:
+                pass
+        except (httpx.TransportError, _Deadline, plain.OffPath):
+            self.reads_rest = False  # the answer stands; only the connection is lost
+        finally:
+            stream.grace = None
 
     def _chunks(self, response: httpx.Response) -> Iterator[bytes]:
         received = 0
@@ -266,14 +314,18 @@ def fetch(
         return None
     try:
         session = _Session(
-            target, _client(outbound), max_bytes + ENVELOPE_SLACK_BYTES, connect_timeout, total_timeout
+            target,
+            _client(outbound, target.url),
+            max_bytes + ENVELOPE_SLACK_BYTES,
+            connect_timeout,
+            total_timeout,
         )
     except Exception:
         return None  # headers httpx will not send, say: the SDK's account of them is the one recorded
     session.client.cookies = httpx.Cookies()  # this exchange's own, as in a client of one poll
     try:
-        listed: plain.Listed = _drive(session, plain.tools_exchange(mode, max_bytes))
-        result = plain.result(listed, session.started)
+        listed: plain.Listed = _drive(session, plain.tools_exchange(mode, max_bytes, session.reader))
+        result = plain.result(listed, session.started, session.reader)
         if wants_listings(include_prompts_resources, listed.version):
             _count(session, listed, result)
     except plain.OffPath:

@@ -23,6 +23,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from mcptax import fastjson
 from mcptax.client.target import (
     MAX_PAGES,
     FetchResult,
@@ -141,6 +142,25 @@ def decode(data: bytes | str) -> Any:
         raise OffPath from exc
 
 
+class Reader:
+    """Decodes one exchange's messages (as :func:`decode`) and remembers whether any number read
+    was a float. Until one is, everything read is plain JSON by construction, and its canonical
+    form can be written without checking (``fastjson.parsed_bytes``)."""
+
+    def __init__(self) -> None:
+        self.floats = False
+
+    def _float(self, text: str) -> float:
+        self.floats = True
+        return float(text)
+
+    def decode(self, data: bytes | str) -> Any:
+        try:
+            return json.loads(data, parse_constant=_refuse_constant, parse_float=self._float)
+        except ValueError as exc:
+            raise OffPath from exc
+
+
 def answer_to(received: Any, request_id: int) -> dict[str, Any] | None:
     """``received`` as the answer to ``request_id``; None for a notification to pass over.
 
@@ -246,8 +266,13 @@ def _next_cursor(page: dict[str, Any], seen: set[str]) -> str | None:
     return cursor
 
 
+def _canonical_size(page: dict[str, Any], float_free_json: bool) -> int:
+    data = fastjson.parsed_bytes(page) if float_free_json else None
+    return len(data) if data is not None else len(canonical_bytes(page))
+
+
 def _pages(
-    max_bytes: int, modern: bool
+    max_bytes: int, modern: bool, reader: Reader | None
 ) -> Generator[Send, dict[str, Any] | None, tuple[list[dict[str, Any]], int]]:
     """Every tools/list page, and their canonical size in all."""
     pages: list[dict[str, Any]] = []
@@ -262,7 +287,7 @@ def _pages(
         assert isinstance(page, dict)
         if not all(tool_is_plain(tool) for tool in page["tools"]):
             raise OffPath
-        size = len(canonical_bytes(page))
+        size = _canonical_size(page, reader is not None and not reader.floats)
         total += size
         if total > max_bytes:
             raise payload_too_large(total, len(pages) + 1, size, max_bytes)
@@ -273,9 +298,11 @@ def _pages(
     raise too_many_pages()
 
 
-def tools_exchange(mode: str, max_bytes: int) -> Exchange:
+def tools_exchange(mode: str, max_bytes: int, reader: Reader | None = None) -> Exchange:
     """Negotiate as the SDK does in ``mode`` (``auto``: the probe first; ``legacy``: the handshake
-    only) and read every ``tools/list`` page."""
+    only) and read every ``tools/list`` page. ``reader``: the one the transport decodes the answers
+    with, when it uses one (then the pages' canonical sizes skip the plainness check while no
+    float was read)."""
     if mode not in ("auto", "legacy"):
         raise OffPath
     if mode == "auto":
@@ -290,7 +317,7 @@ def tools_exchange(mode: str, max_bytes: int) -> Exchange:
                 if PROBE_VERSION not in versions or not discovery_is_plain(discovery):
                     raise OffPath
                 info = discovery.get("_meta", {}).get(META + "serverInfo") or {}
-                pages, size = yield from _pages(max_bytes, modern=True)
+                pages, size = yield from _pages(max_bytes, True, reader)
                 return Listed(discovery, PROBE_VERSION, info, pages, size)
             # It answers the probe but names only versions of the handshake era: the handshake follows.
         else:
@@ -302,7 +329,7 @@ def tools_exchange(mode: str, max_bytes: int) -> Exchange:
     if not handshake_is_plain(handshake):
         raise OffPath
     yield Send("notifications/initialized", notify=True)
-    pages, size = yield from _pages(max_bytes, modern=False)
+    pages, size = yield from _pages(max_bytes, False, reader)
     return Listed(handshake, handshake["protocolVersion"], handshake["serverInfo"], pages, size)
 
 
@@ -348,8 +375,9 @@ def count_listing(kind: str, modern: bool) -> Generator[Send, dict[str, Any] | N
     return total
 
 
-def result(listed: Listed, started: float) -> FetchResult:
-    """The fetch result of a finished exchange (the listings counted by the caller, if at all)."""
+def result(listed: Listed, started: float, reader: Reader | None = None) -> FetchResult:
+    """The fetch result of a finished exchange (the listings counted by the caller, if at all);
+    ``reader`` as for :func:`tools_exchange`."""
     pages = listed.pages
     return FetchResult(
         tools=[tool for page in pages for tool in page["tools"]],
@@ -365,6 +393,7 @@ def result(listed: Listed, started: float) -> FetchResult:
         raw_pages=pages,
         handshake=listed.handshake,
         elapsed_seconds=time.monotonic() - started,
+        float_free_json=reader is not None and not reader.floats,
     )
 
 

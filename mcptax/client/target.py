@@ -82,6 +82,10 @@ class FetchResult:
     raw_pages: list[dict[str, Any]] = field(default_factory=list)
     handshake: dict[str, Any] | None = None
     elapsed_seconds: float = 0.0
+    # The tools are what ``json.loads`` made of answers with no float in them (the fast paths know
+    # it as they read): their canonical JSON needs no plainness check (``fastjson``). Set only by
+    # the reader; anyone who changes ``tools`` afterwards must clear it.
+    float_free_json: bool = False
 
 
 def wants_listings(listings: Listings, protocol_version: str) -> bool:

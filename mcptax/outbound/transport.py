@@ -37,6 +37,36 @@ POOL_LIMITS: dict[str, Any] = {
 }
 
 
+class GraceStream(httpcore.NetworkStream):
+    """A connection whose reads can be cut short: while ``grace`` is set, a read waits at most that
+    many seconds. A client holding the answer it wanted reads the rest of the response this way, to
+    keep the connection for its next request when the response ends at once, without hanging on
+    a server that keeps it open (the read times out, and the connection is closed as before)."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+        self.grace: float | None = None
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self.grace is not None and (timeout is None or timeout > self.grace):
+            timeout = self.grace
+        return self._inner.read(max_bytes, timeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> GraceStream:
+        return GraceStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
 class PinnedBackend(httpcore.NetworkBackend):
     """Resolve through the policy, connect to a checked address (synchronous httpcore)."""
 
@@ -56,11 +86,13 @@ class PinnedBackend(httpcore.NetworkBackend):
         failure: Exception | None = None
         for address in addresses:
             try:
-                return self._inner.connect_tcp(
+                stream = self._inner.connect_tcp(
                     str(address), port, timeout, local_address=local_address, socket_options=socket_options
                 )
             except httpcore.ConnectError as exc:
                 failure = exc
+            else:
+                return GraceStream(stream)
         assert failure is not None  # resolve() never returns an empty list
         raise failure
 

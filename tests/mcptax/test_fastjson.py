@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from mcptax import fastjson
+from mcptax.client import plain
 from mcptax.formats.records import MAX_JSON_DEPTH, load_json, load_json_stdlib, utf8
 from mcptax.tokens import canonical
 
@@ -96,6 +97,39 @@ def check_one(data: bytes) -> None:
     assert same(load_json(text), load_json_stdlib(text)), data[:200]
     if want[1] is None:
         check_dumps(want[0])
+    check_float_free(data)
+
+
+def has_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is float:
+            return True
+        stack.extend(item.values() if isinstance(item, dict) else item if isinstance(item, list) else ())
+    return False
+
+
+def check_float_free(data: bytes) -> bool | None:
+    """A poll's reader (``plain.Reader``) says a text held no float exactly when its value holds
+    none; then ``parsed_bytes`` writes the standard library's canonical bytes, or gives up (None)
+    where orjson cannot write the value. Returns whether the fast bytes were used (None: not JSON)."""
+    reader = plain.Reader()
+    try:
+        value = reader.decode(data)
+    except plain.OffPath:
+        return None
+    assert reader.floats == has_float(value), data[:200]
+    if reader.floats:
+        return False
+    fast = fastjson.parsed_bytes(value)
+    try:
+        expected = stdlib_canonical(value).encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: strict UTF-8 refuses it, and so does orjson
+        assert fast is None, data[:200]
+        return False
+    assert fast is None or fast == expected, data[:200]
+    return fast is not None
 
 
 def check_dumps(value: Any) -> None:
@@ -116,6 +150,26 @@ def test_the_corpus_parses_and_dumps_as_with_the_standard_library() -> None:
     assert len(inputs) > 200  # the corpus is there
     for data in inputs:
         check_one(data)
+    # Most of the corpus holds no float: the check above compared the unchecked bytes on it.
+    assert sum(bool(check_float_free(data)) for data in inputs) > len(inputs) // 2
+
+
+@pytest.mark.parametrize(
+    ("text", "floats", "fast"),
+    [
+        (b'{"a":[1,"x",null,true,-0]}', False, True),
+        (b'{"a":1.5}', True, False),
+        (b'{"a":1e5}', True, False),
+        (b'{"a":"1.5 and 1e5 in a string"}', False, True),
+        (b"[18446744073709551616]", False, False),
+        (b'["\\ud800"]', False, False),
+    ],
+)
+def test_a_reader_knows_when_the_unchecked_bytes_are_the_standard_librarys(text, floats, fast) -> None:
+    reader = plain.Reader()
+    reader.decode(text)
+    assert reader.floats is floats
+    assert check_float_free(text) is fast
 
 
 def test_fuzzed_corpus_inputs_parse_and_dump_as_with_the_standard_library() -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import psycopg
 import pytest
+from django.db import close_old_connections, connection, connections
 
 from dashboard.servers import polling, pollsql
 from dashboard.servers.models import McpServer, Transport
@@ -119,3 +121,40 @@ def test_a_server_without_a_snapshot_reads_none_as_current(team):
     )
     claimed, read = pollsql.claim_and_read(server.pk, "", AT)
     assert claimed and read is not None and read.current_snapshot is None
+
+
+def _a_task_starts() -> None:
+    """What Celery's Django fixup does before each task: Django would now check the connection
+    (``CONN_HEALTH_CHECKS``) before the task's first query."""
+    connection.ensure_connection()
+    close_old_connections()
+    assert connection.health_check_enabled and not connection.health_check_done
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claim_stands_in_for_the_connections_health_check(team, monkeypatch):
+    server = _held(team, None, "")
+    checks: list[bool] = []
+    backend = type(connections["default"])
+    is_usable = backend.is_usable
+    monkeypatch.setattr(backend, "is_usable", lambda self: checks.append(is_usable(self)) or True)
+    _a_task_starts()
+    claimed, read = pollsql.claim_and_read(server.pk, "lease-1", AT)
+    assert claimed and read is not None and read.pk == server.pk
+    assert checks == [], "a SELECT 1 before the claim: one more round trip per poll"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_on_a_dead_connection_reconnects_and_claims(team):
+    server = _held(team, None, "")
+    _a_task_starts()
+    dead = connection.connection.info.backend_pid
+    params = connection.settings_dict
+    with psycopg.connect(
+        dbname=params["NAME"], user=params["USER"], host=params["HOST"], port=params["PORT"], autocommit=True
+    ) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [dead])
+    claimed, read = pollsql.claim_and_read(server.pk, "lease-1", AT)
+    assert claimed and read is not None and read.pk == server.pk
+    assert connection.connection.info.backend_pid != dead
+    assert McpServer.objects.get(pk=server.pk).poll_lease == "lease-1"

@@ -63,6 +63,8 @@ def product(url: str, **overrides: Any) -> Any:
 def _fields(result: Any) -> dict[str, Any]:
     fields = dataclasses.asdict(result)
     fields.pop("elapsed_seconds")
+    # How the tools were read (only the fast path knows it has seen no float), not what they are.
+    fields.pop("float_free_json")
     fields["tools_json"] = json.dumps(result.tools)  # key order, exactly
     return fields
 
