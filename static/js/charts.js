@@ -54,12 +54,13 @@
       }
     });
   }
+  // The bundle's address, from this script's own tag (known only while it runs).
+  var bundle = document.currentScript && document.currentScript.dataset.bundle;
   document.addEventListener("DOMContentLoaded", function () {
     // plotly.js is added here, after the page is parsed: the text and tables never wait for it.
-    var bundle = document.getElementById("plotly-bundle");
     if (window.Plotly || !bundle) { draw(document); return; }
     var script = document.createElement("script");
-    script.src = bundle.href;
+    script.src = bundle;
     script.addEventListener("load", function () { draw(document); });
     document.head.appendChild(script);
   });

@@ -40,7 +40,7 @@ def test_plotly_is_served_hashed_gzipped_and_immutable(settings, tmp_path, alice
     client = Client()  # a new handler: WhiteNoise reads STATIC_ROOT when it starts
     client.force_login(alice)
     html = client.get(reverse("server_detail", args=[team.slug, server.code])).content.decode()
-    src = re.search(r'rel="preload" as="script" href="(/static/vendor/plotly\.min\.[0-9a-f]{12}\.js)"', html)
+    src = re.search(r'data-bundle="(/static/vendor/plotly\.min\.[0-9a-f]{12}\.js)"', html)
     assert src, "the page loads plotly under its hashed name"
     response = client.get(src.group(1), HTTP_ACCEPT_ENCODING="gzip, deflate")
     assert response.status_code == 200

@@ -148,7 +148,8 @@ def test_server_page_chart_breakdown_findings_and_history(alice_client, team, po
     response = alice_client.get(url)
     assert response.status_code == 200
     html = response.content.decode()
-    assert '<link rel="preload" as="script" href="/static/vendor/plotly.min.js"' in html
+    assert 'data-bundle="/static/vendor/plotly.min.js" defer></script>' in html
+    assert 'rel="preload"' not in html  # fetched once the page is parsed, never during
 
     figure = response.context["figure"]
     traces = {t["name"]: t for t in figure["data"]}
