@@ -4,15 +4,23 @@ on a user's behalf, and the check forms run at save time. The policy itself is
 
 from __future__ import annotations
 
+import functools
+
 from django.conf import settings
 
 from mcptax.outbound import OutboundPolicy, OutboundRefused
 
 
 def policy() -> OutboundPolicy:
-    """Public addresses, plus the networks the operator allows (read at each call, so a test or a
-    settings override applies at once)."""
-    return OutboundPolicy.from_entries(settings.OUTBOUND_ALLOW_NETWORKS)
+    """Public addresses, plus the networks the operator allows (the setting is read at each call,
+    so a test or a settings override applies at once; the policy built of it is kept: a poll
+    asks for it twice)."""
+    return _policy(tuple(settings.OUTBOUND_ALLOW_NETWORKS))
+
+
+@functools.lru_cache(maxsize=8)
+def _policy(entries: tuple[str, ...]) -> OutboundPolicy:
+    return OutboundPolicy.from_entries(entries)
 
 
 def url_problem(url: str) -> str | None:

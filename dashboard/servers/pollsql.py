@@ -23,6 +23,13 @@ from dashboard.teams.models import Team
 
 log = logging.getLogger(__name__)
 
+# Both statements commit without waiting for the WAL to reach the disk (synchronous_commit off, for
+# their own transaction only; the part of the statement that reads it makes PostgreSQL run it). A
+# crash of the database may lose the last fraction of a second of them: the next poll writes the
+# run and last_seen again, and a lock whose release was lost goes stale and is taken back, as
+# after a worker's crash. New snapshots, and everything else, commit as usual.
+_NO_FLUSH_WAIT = "no_flush_wait AS (SELECT set_config('synchronous_commit', 'off', true))"
+
 # The current snapshot's columns an unchanged poll never reads (large JSON): not loaded with it.
 UNUSED_CURRENT = ("counts", "tokens_by_encoding", "findings", "analysis_errors")
 
@@ -85,7 +92,8 @@ def _claim_and_read_sql() -> tuple[str, _Reader, _Reader, _Reader]:
     # The lock is free when nobody holds it or its holder stopped answering (McpServer.objects.lock_free),
     # or held under this same lease (the same task, redelivered).
     sql = (
-        f"WITH claimed AS (UPDATE {table} SET {since} = %s, {lease} = %s WHERE {pk} = %s "
+        f"WITH {_NO_FLUSH_WAIT}, claimed AS (UPDATE {table} SET {since} = %s, {lease} = %s "
+        f"FROM no_flush_wait WHERE {pk} = %s "
         f"AND ({since} IS NULL OR {since} < %s OR ({lease} <> '' AND {lease} = %s)) RETURNING {pk}) "
         f"SELECT EXISTS (SELECT 1 FROM claimed), {', '.join(server.columns + team.columns + current.columns)} "
         f"FROM {table} s JOIN {_quote(Team._meta.db_table)} t ON t.{_column(Team, 'id')} = s.{_column(McpServer, 'team')} "
@@ -146,9 +154,10 @@ def _fetch_one(sql: str, params: list[Any]) -> tuple[Any, ...] | None:
         return cursor.fetchone()
 
 
-def _update_sql(model: type[Model], names: tuple[str, ...]) -> str:
+def _update_sql(model: type[Model], names: tuple[str, ...], joined: str = "") -> str:
     assigned = ", ".join(f"{_column(model, name)} = %s" for name in names)
-    return f"UPDATE {_quote(model._meta.db_table)} SET {assigned} WHERE {_column(model, 'id')} = %s"
+    source = f" FROM {joined}" if joined else ""
+    return f"UPDATE {_quote(model._meta.db_table)} SET {assigned}{source} WHERE {_column(model, 'id')} = %s"
 
 
 @functools.cache
@@ -158,8 +167,8 @@ def _finish_sql(released: tuple[str, ...]) -> str:
         f"INSERT INTO {_quote(PollRun._meta.db_table)} ({', '.join(_quote(c) for c in columns)}) "
         f"VALUES ({', '.join(['%s'] * len(columns))}) RETURNING {_column(PollRun, 'id')}"
     )
-    extend = _update_sql(Snapshot, ("last_seen",))
-    return f"WITH extended AS ({extend}), released AS ({_update_sql(McpServer, released)}) {insert}"
+    extend = _update_sql(Snapshot, ("last_seen",), "no_flush_wait")
+    return f"WITH {_NO_FLUSH_WAIT}, extended AS ({extend}), released AS ({_update_sql(McpServer, released)}) {insert}"
 
 
 def finish_unchanged(server: McpServer, run: PollRun, extended: Snapshot, released: dict[str, Any]) -> None:

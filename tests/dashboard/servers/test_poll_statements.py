@@ -27,6 +27,8 @@ UNCHANGED_POLL = {
     "postgresql": [("WITH", [CLAIM, READ]), ("WITH", [EXTEND, RELEASE, RECORD])],
     "sqlite": [CLAIM, READ, EXTEND, RECORD, RELEASE],
 }
+# The statements' own WITH names, not tables.
+CTES = ("claimed", "no_flush_wait")
 _PART = re.compile(r'\b(UPDATE|INSERT INTO|SELECT|FROM|JOIN)\s+"?(\w+)"?', re.IGNORECASE)
 
 
@@ -37,7 +39,7 @@ def _parts(sql: str) -> list[tuple[str, list[str]]]:
         verb = word.split()[0].upper()
         if verb in ("UPDATE", "INSERT", "SELECT"):
             parts.append((verb, [name] if verb != "SELECT" else []))
-        elif name != "claimed" and parts:  # FROM and JOIN: the tables the part before reads
+        elif name not in CTES and parts:  # FROM and JOIN: the tables the part before reads
             parts[-1][1].append(name)
     return [(verb, tables) for verb, tables in parts if tables]
 

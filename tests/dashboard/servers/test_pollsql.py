@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import psycopg
 import pytest
-from django.db import close_old_connections, connection, connections
+from django.db import close_old_connections, connection, connections, transaction
 
 from dashboard.servers import polling, pollsql
-from dashboard.servers.models import McpServer, Transport
+from dashboard.servers.models import McpServer, PollRun, Transport
 from tests.dashboard.factories import record, tool
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
@@ -158,3 +158,27 @@ def test_a_claim_on_a_dead_connection_reconnects_and_claims(team):
     assert claimed and read is not None and read.pk == server.pk
     assert connection.connection.info.backend_pid != dead
     assert McpServer.objects.get(pk=server.pk).poll_lease == "lease-1"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_two_statements_commit_without_waiting_for_the_disk_and_only_they(team):
+    server = _held(team, None, "")
+    with transaction.atomic():  # so the setting can be read inside the statement's transaction
+        claimed, read = pollsql.claim_and_read(server.pk, "lease-1", AT)
+        assert claimed and read is not None
+        assert _synchronous_commit() == "off"
+    assert _synchronous_commit() == "on", "only the poll's own transaction, never the connection's"
+    # The finish: an unchanged poll's run, the lock's release and the snapshot's last_seen.
+    snapshot = record(read, [tool("read", "Read a file.")], "1.0")
+    run = PollRun(server=read, started=AT, duration_ms=5, outcome="ok", trigger="test")
+    with transaction.atomic():
+        pollsql.finish_unchanged(read, run, snapshot, polling._released(read, run))
+        assert _synchronous_commit() == "off"
+    assert _synchronous_commit() == "on"
+    assert PollRun.objects.filter(pk=run.pk).exists()
+
+
+def _synchronous_commit() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW synchronous_commit")
+        return cursor.fetchone()[0]
