@@ -102,6 +102,7 @@ class _Session:
         self, target: ServerTarget, client: httpx.Client, limit: int, connect: float, total: float
     ) -> None:
         self.url = target.url
+        self.address = httpx.URL(target.url)  # parsed once, not at each of the exchange's requests
         self.client = client
         self.limit = limit
         self.started = time.monotonic()
@@ -153,7 +154,7 @@ class _Session:
             self.version = plain.PROBE_VERSION
         body = plain.encode(plain.message(request_id, send))
         request = self.client.build_request(
-            "POST", self.url, content=body, headers=self.headers(send), timeout=self.timeout()
+            "POST", self.address, content=body, headers=self.headers(send), timeout=self.timeout()
         )
         response = self.client.send(request, stream=True)
         try:
@@ -245,7 +246,7 @@ class _Session:
             return
         self.deadline = self.total_deadline
         with contextlib.suppress(httpx.HTTPError, OutboundRefused, _Deadline):
-            self.client.request("DELETE", self.url, headers=self.headers(), timeout=self.timeout())
+            self.client.request("DELETE", self.address, headers=self.headers(), timeout=self.timeout())
 
     def dropped(self, exc: httpx.TransportError) -> PollError | None:
         """The SDK path's account of a server that dropped the connection while answering (a
