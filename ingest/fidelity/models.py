@@ -209,6 +209,8 @@ class FidelityDaily(models.Model):
         indexes = [
             models.Index(fields=["team", "agent", "day"], name="daily_agent_day"),
             models.Index(fields=["team", "server_label", "day"], name="daily_server_day"),
+            # The tool page's two grouped queries (per day, per agent) read one tool's rows only.
+            models.Index(fields=["team", "server_label", "tool", "day"], name="daily_tool_day"),
             models.Index(fields=["team", "day"], name="daily_team_day"),
         ]
 
