@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from dashboard.servers.models import McpServer, Snapshot, SnapshotTool
 
@@ -51,7 +52,50 @@ class ToolHistory:
         return self.snapshots > 0
 
 
-def _figures(tool: SnapshotTool, snapshot_encoding: str, encoding: str) -> ToolFigures:
+@dataclass
+class _SnapshotRow:
+    """What the history reads of a snapshot: its columns as plain values (hundreds of model
+    instances cost more than the query), the JSON figures only where another encoding needs them."""
+
+    pk: int
+    previous_id: int | None
+    first_seen: datetime
+    server_version: str
+    sha256: str
+    is_release: bool
+    encoding: str
+    fixed_tax_tokens: int
+    counts: dict[str, Any] | None = None
+    tokens_by_encoding: dict[str, Any] | None = None
+
+    def model(self) -> Snapshot:
+        """An unsaved Snapshot of these values, for its own rules (label, figure): built only for
+        the rows the page shows."""
+        return Snapshot(
+            pk=self.pk,
+            server_version=self.server_version,
+            sha256=self.sha256,
+            encoding=self.encoding,
+            fixed_tax_tokens=self.fixed_tax_tokens,
+            counts=self.counts,
+            tokens_by_encoding=self.tokens_by_encoding,
+        )
+
+
+@dataclass
+class _ToolRow:
+    sha256: str
+    tokens: int
+    description_tokens: int
+    schema_tokens: int
+    counts: dict[str, Any] | None = None  # loaded where the snapshot's encoding is another
+
+
+_SNAPSHOT_COLUMNS = ("pk", "previous_id", "first_seen", "server_version", "sha256", "is_release", "encoding")
+_TOOL_COLUMNS = ("sha256", "tokens", "description_tokens", "schema_tokens")
+
+
+def _figures(tool: _ToolRow, snapshot_encoding: str, encoding: str) -> ToolFigures:
     if encoding != snapshot_encoding:
         other = (tool.counts or {}).get(encoding)
         if other and "tokens" in other:
@@ -69,32 +113,36 @@ def _share(tokens: int, snapshot: Snapshot, encoding: str) -> float | None:
     return round(100.0 * tokens / total, 1) if total else None
 
 
-def tool_history(server: McpServer, name: str, encoding: str) -> ToolHistory:
-    """The tool's figures in every snapshot of `server` where they changed (two queries)."""
-    snapshots = list(
-        Snapshot.objects.filter(server=server)
+def _rows(server: McpServer, name: str, encoding: str) -> tuple[list[_SnapshotRow], dict[int, _ToolRow]]:
+    """The server's snapshots, oldest first, and the tool's row in each that lists it (two
+    queries; two more, for their JSON figures, when some snapshots were counted in another
+    encoding than ``encoding``)."""
+    snapshots = [
+        _SnapshotRow(*row)
+        for row in Snapshot.objects.filter(server=server)
         .order_by("first_seen", "pk")
-        .only(
-            "pk",
-            "previous_id",
-            "first_seen",
-            "server_version",
-            "sha256",
-            "is_release",
-            "encoding",
-            "fixed_tax_tokens",
-            "tokens_by_encoding",
-            "counts",
-        )
+        .values_list(*_SNAPSHOT_COLUMNS, "fixed_tax_tokens")
+    ]
+    listing = SnapshotTool.objects.filter(snapshot__server=server, name=name).order_by(
+        "snapshot_id", "position"
     )
-    tools = {
-        t.snapshot_id: t
-        for t in SnapshotTool.objects.filter(snapshot__server=server, name=name).order_by(
-            "snapshot_id", "position"
-        )
-    }
+    tools = {row[0]: _ToolRow(*row[1:]) for row in listing.values_list("snapshot_id", *_TOOL_COLUMNS)}
+    other = {row.pk: row for row in snapshots if row.encoding != encoding}
+    if other:
+        for pk, counts, by_encoding in Snapshot.objects.filter(pk__in=other).values_list(
+            "pk", "counts", "tokens_by_encoding"
+        ):
+            other[pk].counts, other[pk].tokens_by_encoding = counts, by_encoding
+        for snapshot_id, counts in listing.filter(snapshot_id__in=other).values_list("snapshot_id", "counts"):
+            tools[snapshot_id].counts = counts
+    return snapshots, tools
+
+
+def tool_history(server: McpServer, name: str, encoding: str) -> ToolHistory:
+    """The tool's figures in every snapshot of `server` where they changed (`_rows`' queries)."""
+    snapshots, tools = _rows(server, name, encoding)
     history = ToolHistory(name=name, encoding=encoding, current=None, current_share=None)
-    before: SnapshotTool | None = None
+    before: _ToolRow | None = None
     before_figures: ToolFigures | None = None
     seen = False
     for snapshot in snapshots:
@@ -119,17 +167,18 @@ def tool_history(server: McpServer, name: str, encoding: str) -> ToolHistory:
                 delta = -before_figures.tokens
             elif figures is not None and kind == "added":
                 delta = figures.tokens
+            shown = snapshot.model()
             history.changes.append(
                 ToolChange(
                     snapshot.pk,
                     snapshot.previous_id,
-                    snapshot.label,
+                    shown.label,
                     snapshot.first_seen,
                     snapshot.is_release,
                     kind,
                     figures,
                     delta,
-                    _share(figures.tokens, snapshot, figures.encoding) if figures else None,
+                    _share(figures.tokens, shown, figures.encoding) if figures else None,
                 )
             )
         if tool is not None:
@@ -143,7 +192,7 @@ def tool_history(server: McpServer, name: str, encoding: str) -> ToolHistory:
     if current_tool is not None:
         current = next(s for s in snapshots if s.pk == current_id)
         history.current = _figures(current_tool, current.encoding, encoding)
-        history.current_share = _share(history.current.tokens, current, history.current.encoding)
+        history.current_share = _share(history.current.tokens, current.model(), history.current.encoding)
     elif history.changes and history.changes[0].kind == "removed":
         history.removed_in = history.changes[0]
     return history
