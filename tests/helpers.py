@@ -115,11 +115,17 @@ def thread_on_test_database(target: Callable[..., Any], *args: Any, **kwargs: An
     server's in SQLite's shared cache, where a table lock fails at once ("database table is
     locked") instead of waiting; so there the thread uses the test's connection, as live_server
     does. Elsewhere it opens its own and closes it at the end.
+
+    Sharing one connection, the thread and the server's requests must also take turns: a write
+    while a request still steps through a read of the same table fails the same way (seen once,
+    under load: the poll's findings update against a status request's read of the snapshots).
+    So there the work runs while no request does (``_RequestGate``).
     """
     from django.db import connections
 
     main = connections["default"]
     shared = main.vendor == "sqlite" and main.is_in_memory_db()
+    gate = _RequestGate() if shared else None
     if shared:
         main.inc_thread_sharing()
 
@@ -127,7 +133,11 @@ def thread_on_test_database(target: Callable[..., Any], *args: Any, **kwargs: An
         if shared:
             connections["default"] = main
         try:
-            target(*args, **kwargs)
+            if gate is None:
+                target(*args, **kwargs)
+            else:
+                with gate:
+                    target(*args, **kwargs)
         finally:
             if shared:
                 main.dec_thread_sharing()
@@ -135,6 +145,42 @@ def thread_on_test_database(target: Callable[..., Any], *args: Any, **kwargs: An
                 connections["default"].close()
 
     return threading.Thread(target=run, daemon=True)
+
+
+class _RequestGate:
+    """Held by a request of the live server from its start to its end, and by the worker for its
+    whole work: the two never use the shared connection at once. Requests that were already
+    running when the gate was made are waited out once (they took no part in it)."""
+
+    SETTLE_SECONDS = 0.5
+
+    def __init__(self) -> None:
+        from django.core.signals import request_finished, request_started
+
+        self._lock = threading.Lock()
+        self._holds = threading.local()
+        self._signals = ((request_started, self._started), (request_finished, self._finished))
+        for signal, receiver in self._signals:
+            signal.connect(receiver, weak=False)
+
+    def _started(self, **_: Any) -> None:
+        self._lock.acquire()
+        self._holds.held = True
+
+    def _finished(self, **_: Any) -> None:
+        if getattr(self._holds, "held", False):
+            self._holds.held = False
+            self._lock.release()
+
+    def __enter__(self) -> None:
+        time.sleep(self.SETTLE_SECONDS)
+        if not self._lock.acquire(timeout=60):
+            raise TimeoutError("a live-server request held the shared connection for a minute")
+
+    def __exit__(self, *exc: object) -> None:
+        self._lock.release()
+        for signal, receiver in self._signals:
+            signal.disconnect(receiver)
 
 
 def free_port() -> int:
