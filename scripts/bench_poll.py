@@ -215,6 +215,8 @@ def _compare(slots: _Slots, pks: list[int], rounds: int, concurrency: int) -> No
             results, measured = slots.run(name, pks)
             if name == "poll":
                 assert not any(r.changed for r in results), "an unchanged cycle stored a snapshot"
+            if name == "floor":
+                assert all(results), results  # every server listed its tools
             return measured
 
         return cycle

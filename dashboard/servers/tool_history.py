@@ -91,7 +91,17 @@ class _ToolRow:
     counts: dict[str, Any] | None = None  # loaded where the snapshot's encoding is another
 
 
-_SNAPSHOT_COLUMNS = ("pk", "previous_id", "first_seen", "server_version", "sha256", "is_release", "encoding")
+# _SnapshotRow's fields, in order, up to the JSON ones.
+_SNAPSHOT_COLUMNS = (
+    "pk",
+    "previous_id",
+    "first_seen",
+    "server_version",
+    "sha256",
+    "is_release",
+    "encoding",
+    "fixed_tax_tokens",
+)
 _TOOL_COLUMNS = ("sha256", "tokens", "description_tokens", "schema_tokens")
 
 
@@ -121,7 +131,7 @@ def _rows(server: McpServer, name: str, encoding: str) -> tuple[list[_SnapshotRo
         _SnapshotRow(*row)
         for row in Snapshot.objects.filter(server=server)
         .order_by("first_seen", "pk")
-        .values_list(*_SNAPSHOT_COLUMNS, "fixed_tax_tokens")
+        .values_list(*_SNAPSHOT_COLUMNS)
     ]
     listing = SnapshotTool.objects.filter(snapshot__server=server, name=name).order_by(
         "snapshot_id", "position"

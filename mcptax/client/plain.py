@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -135,9 +135,9 @@ def _refuse_constant(name: str) -> Any:
     raise OffPath  # NaN and Infinity: the SDK's parser refuses them
 
 
-def decode(data: bytes | str) -> Any:
+def decode(data: bytes | str, parse_float: Callable[[str], float] | None = None) -> Any:
     try:
-        return json.loads(data, parse_constant=_refuse_constant)
+        return json.loads(data, parse_constant=_refuse_constant, parse_float=parse_float)
     except ValueError as exc:
         raise OffPath from exc
 
@@ -155,10 +155,7 @@ class Reader:
         return float(text)
 
     def decode(self, data: bytes | str) -> Any:
-        try:
-            return json.loads(data, parse_constant=_refuse_constant, parse_float=self._float)
-        except ValueError as exc:
-            raise OffPath from exc
+        return decode(data, self._float)
 
 
 def answer_to(received: Any, request_id: int) -> dict[str, Any] | None:
