@@ -56,7 +56,7 @@ def test_bulk_acknowledge_swaps_the_list_and_the_count_without_a_reload(
         page.check(f"#alert-{alert.code} input[type=checkbox]")
     page.click("#bulk-form button:has-text('Acknowledge')")
     page.wait_for_selector("#bulk-note:has-text('2 alerts acknowledged.')")
-    page.wait_for_function("document.querySelector('#nav-alerts .badge').textContent.trim() === '1'")
+    page.wait_for_function("() => document.querySelector('#nav-alerts .badge').textContent.trim() === '1'")
     assert page.evaluate("window.notReloaded === true"), "the list was swapped, not the page reloaded"
     assert page.inner_text(f"#alert-{alerts[0].code} .badge.state-acknowledged") == "Acknowledged"
     assert page.is_visible(f"#alert-{alerts[2].code} input[type=checkbox]")
