@@ -52,6 +52,14 @@ def canonical(x: Any) -> str:
     return fastjson.canonical(x)
 
 
+def canonical_utf8(x: Any, *, float_free_json: bool = False) -> bytes:
+    """``canonical(x)`` as strict UTF-8. ``float_free_json``: ``x`` is what ``json.loads`` made of
+    a text without a float, so orjson's bytes are written unchecked (``fastjson.parsed_bytes``)
+    where it can write them."""
+    data = fastjson.parsed_bytes(x) if float_free_json else None
+    return data if data is not None else canonical(x).encode("utf-8")
+
+
 def visible_tool(tool: dict[str, Any]) -> dict[str, Any]:
     """The part of a tool that reaches the model: name, description, inputSchema, in that order.
 
@@ -276,10 +284,7 @@ def snapshot_sha256(raw_tools: list[dict[str, Any]], *, float_free_json: bool = 
 
     ``float_free_json``: the tools are as parsed from JSON text without a float
     (``FetchResult.float_free_json``), which spares the check ``fastjson`` makes otherwise."""
-    data = fastjson.parsed_bytes(raw_tools) if float_free_json else None
-    if data is not None:
-        return hashlib.sha256(data).hexdigest()
-    return hashlib.sha256(canonical(raw_tools).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical_utf8(raw_tools, float_free_json=float_free_json)).hexdigest()
 
 
 @dataclass

@@ -23,7 +23,6 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
-from mcptax import fastjson
 from mcptax.client.target import (
     MAX_PAGES,
     FetchResult,
@@ -145,7 +144,7 @@ def decode(data: bytes | str, parse_float: Callable[[str], float] | None = None)
 class Reader:
     """Decodes one exchange's messages (as :func:`decode`) and remembers whether any number read
     was a float. Until one is, everything read is plain JSON by construction, and its canonical
-    form can be written without checking (``fastjson.parsed_bytes``)."""
+    form can be written without checking (``tokens.canonical_utf8``)."""
 
     def __init__(self) -> None:
         self.floats = False
@@ -263,11 +262,6 @@ def _next_cursor(page: dict[str, Any], seen: set[str]) -> str | None:
     return cursor
 
 
-def _canonical_size(page: dict[str, Any], float_free_json: bool) -> int:
-    data = fastjson.parsed_bytes(page) if float_free_json else None
-    return len(data) if data is not None else len(canonical_bytes(page))
-
-
 def _pages(
     max_bytes: int, modern: bool, reader: Reader | None
 ) -> Generator[Send, dict[str, Any] | None, tuple[list[dict[str, Any]], int]]:
@@ -284,7 +278,7 @@ def _pages(
         assert isinstance(page, dict)
         if not all(tool_is_plain(tool) for tool in page["tools"]):
             raise OffPath
-        size = _canonical_size(page, reader is not None and not reader.floats)
+        size = len(canonical_bytes(page, float_free_json=reader is not None and not reader.floats))
         total += size
         if total > max_bytes:
             raise payload_too_large(total, len(pages) + 1, size, max_bytes)

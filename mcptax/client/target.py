@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from mcptax.tokens import canonical
+from mcptax.tokens import canonical_utf8
 
 # How the poller reaches a server. Named apart from the SDK's ``Transport`` (a stream pair factory)
 # and the dashboard's ``Transport`` model choices, which store the same three values.
@@ -93,9 +93,10 @@ def wants_listings(listings: Listings, protocol_version: str) -> bool:
     return listings(protocol_version) if callable(listings) else listings
 
 
-def canonical_bytes(value: Any) -> bytes:
-    """The compact JSON a client sends (docs/definitions.md, ``canonical``), as UTF-8."""
-    return canonical(value).encode("utf-8")
+def canonical_bytes(value: Any, *, float_free_json: bool = False) -> bytes:
+    """The compact JSON a client sends (docs/definitions.md, ``canonical``), as UTF-8
+    (``tokens.canonical_utf8``)."""
+    return canonical_utf8(value, float_free_json=float_free_json)
 
 
 def preview(data: bytes | str) -> str:
