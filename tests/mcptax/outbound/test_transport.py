@@ -12,7 +12,7 @@ import httpx2
 import pytest
 
 from mcptax.outbound import AsyncPinnedTransport, OutboundPolicy, OutboundRefused, PinnedTransport
-from tests.helpers import Receiver
+from tests.helpers import CONNECT_BUDGET, Receiver
 
 
 def _get_sync(policy: OutboundPolicy, url: str) -> int:
@@ -137,7 +137,9 @@ def test_tls_names_the_host_and_verifies_its_certificate_while_connecting_to_the
     policy = OutboundPolicy.from_entries(["127.0.0.1/32"], resolver=lambda host, port: ["127.0.0.1"])
     with Receiver() as server:
         server.server.socket = server_context.wrap_socket(server.server.socket, server_side=True)
-        with httpx.Client(transport=PinnedTransport(policy, verify=trust)) as client:
+        # The receiver shakes hands in its accepting thread: on a loaded machine httpx's default
+        # 5 s can run out before it gets there (seen once in CI). Not a test of timeouts.
+        with httpx.Client(transport=PinnedTransport(policy, verify=trust), timeout=CONNECT_BUDGET) as client:
             assert client.get(f"https://docs.pinned.test:{server.port}/doc").status_code == 200
             # The same address under another name: the certificate does not match, so no request.
             with pytest.raises(httpx.ConnectError, match="certificate verify failed|match"):
