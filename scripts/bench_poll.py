@@ -133,21 +133,22 @@ def requests_made(work) -> list[str]:
     """The JSON-RPC methods (or HTTP methods, for a body-less request) `work()` sends, in order."""
     import json
 
-    import httpx
+    import httpcore
 
     sent: list[str] = []
-    original = httpx.Client.send
+    # Both clients' requests pass through httpcore's pool (httpx's client sits on it).
+    original = httpcore.ConnectionPool.handle_request
 
-    def recording(self, request, *args, **kwargs):
-        body = request.content if request.method == "POST" else b""
-        sent.append(json.loads(body).get("method", "?") if body else request.method)
-        return original(self, request, *args, **kwargs)
+    def recording(self, request):
+        body = b"".join(request.stream) if request.method == b"POST" else b""
+        sent.append(json.loads(body).get("method", "?") if body else request.method.decode())
+        return original(self, request)
 
-    httpx.Client.send = recording
+    httpcore.ConnectionPool.handle_request = recording  # type: ignore[method-assign]
     try:
         work()
     finally:
-        httpx.Client.send = original
+        httpcore.ConnectionPool.handle_request = original  # type: ignore[method-assign]
     return sent
 
 
@@ -183,8 +184,7 @@ class _Slots:
 
             # A forked slot must own its connections: none of this process's may be open then.
             connections.close_all()
-            for client in fasthttp._local.__dict__.pop("clients", {}).values():
-                client.close()
+            fasthttp.close_pools()
             self.pool = multiprocessing.get_context("fork").Pool(self.concurrency)
         return self
 

@@ -1,5 +1,5 @@
-"""The poller's Streamable HTTP fast path: the SDK's exchange (:mod:`.plain`) over a plain
-synchronous httpx client, one connection pool per worker thread and outbound policy.
+"""The poller's Streamable HTTP fast path: the SDK's exchange (:mod:`.plain`) straight over
+httpcore's connection pool (the layer under httpx), one pool per worker thread and origin.
 
 The SDK's client runs every poll on an event loop with a task group, memory streams and pydantic
 models, which is most of what a poll of an unchanged server costs. Here the same messages go out
@@ -10,8 +10,12 @@ SDK sends them, ending the session with ``DELETE``), under the same rules:
 - every connection is opened by the outbound policy's pinned transport (resolve once, refuse
   inward addresses, connect to a checked one); a connection is kept for the next request only
   within the pool's keep-alive, to the same name, under the same policy;
-- the server's headers (secrets included) go on each request only, never on the shared client,
+- the server's headers (secrets included) go on each request only, never on the shared pool,
   and cookies live for one exchange, as in the SDK's client of one poll;
+- each request's bytes are the ones httpx would send for it: httpx still parses the URL and
+  checks the headers, once per exchange. What the client layer adds per request (its request and
+  response models, redirect, auth and cookie machinery, about 100 µs each, 8 requests a poll) is
+  left out; cookies are handled here, only for a server that sets one;
 - every response body is counted against the same limit as the SDK path's; the connect and total
   timeouts bound the same phases, and a timeout or an outbound refusal ends here with the SDK
   path's outcome and message.
@@ -32,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Generator, Iterator
 from typing import Any
 
+import httpcore
 import httpx
 
 from mcptax.client import plain
@@ -43,8 +48,8 @@ from mcptax.client.target import (
     ServerTarget,
     wants_listings,
 )
-from mcptax.outbound import OutboundPolicy, OutboundRefused, PinnedTransport
-from mcptax.outbound.transport import GraceStream
+from mcptax.outbound import OutboundPolicy, OutboundRefused
+from mcptax.outbound.transport import GraceStream, pinned_pool
 
 # What the SDK's client says it is (httpx2's default), so a server sees the same request.
 USER_AGENT = "python-httpx2/2.17.0"
@@ -55,12 +60,17 @@ MCP_METHOD = "mcp-method"
 # stream right after the answer; one that keeps it open costs this wait once per exchange.
 REST_GRACE_SECONDS = 0.2
 
+# The pool's account of a failed exchange (httpcore's, as httpx maps them to its own).
+TIMEOUT = httpcore.TimeoutException
+DROPPED = (httpcore.RemoteProtocolError, httpcore.ReadError)
+TRANSPORT_ERROR = (httpcore.TimeoutException, httpcore.NetworkError, httpcore.ProtocolError)
+
 _local = threading.local()
-# Each worker thread keeps one client per origin (scheme, host, port) it polled lately. One pool
-# per origin, because httpcore checks every idle connection of a pool on each request: a shared
-# pool of many origins' connections makes every request pay for all of them. Past this many, the
-# client least recently used is closed.
-CLIENTS_PER_THREAD = 32
+# Each worker thread keeps one pool per origin (scheme, host, port) it polled lately. One pool per
+# origin, because httpcore checks every idle connection of a pool on each request: a shared pool
+# of many origins' connections makes every request pay for all of them. Past this many, the pool
+# least recently used is closed.
+POOLS_PER_THREAD = 32
 
 
 def _origin(url: str) -> tuple[str, str, int | None]:
@@ -68,21 +78,37 @@ def _origin(url: str) -> tuple[str, str, int | None]:
     return parts.scheme.lower(), (parts.hostname or ""), parts.port
 
 
-def _client(policy: OutboundPolicy, url: str) -> httpx.Client:
-    """This thread's client for ``url``'s origin under ``policy``: its pool keeps connections
-    between requests and between polls."""
-    clients: OrderedDict[tuple[OutboundPolicy, tuple[str, str, int | None]], httpx.Client]
-    clients = _local.__dict__.setdefault("clients", OrderedDict())
+def _pool(policy: OutboundPolicy, url: str) -> httpcore.ConnectionPool:
+    """This thread's pool for ``url``'s origin under ``policy``: it keeps connections between
+    requests and between polls."""
+    pools: OrderedDict[tuple[OutboundPolicy, tuple[str, str, int | None]], httpcore.ConnectionPool]
+    pools = _local.__dict__.setdefault("pools", OrderedDict())
     key = (policy, _origin(url))
-    client = clients.get(key)
-    if client is not None:
-        clients.move_to_end(key)
-        return client
-    client = httpx.Client(transport=PinnedTransport(policy), trust_env=False, follow_redirects=False)
-    clients[key] = client
-    if len(clients) > CLIENTS_PER_THREAD:
-        clients.popitem(last=False)[1].close()
-    return client
+    pool = pools.get(key)
+    if pool is not None:
+        pools.move_to_end(key)
+        return pool
+    pool = pools[key] = pinned_pool(policy)
+    if len(pools) > POOLS_PER_THREAD:
+        pools.popitem(last=False)[1].close()
+    return pool
+
+
+def close_pools() -> None:
+    """Close this thread's pools (a process about to fork its worker slots owns none after)."""
+    for pool in _local.__dict__.pop("pools", {}).values():
+        pool.close()
+
+
+def _header(response: httpcore.Response, name: bytes) -> str | None:
+    """A response header's first value, decoded as httpx decodes it (names are case-insensitive)."""
+    for key, value in response.headers:
+        if key.lower() == name:
+            try:
+                return value.decode("utf-8")
+            except UnicodeDecodeError:
+                return value.decode("iso-8859-1")
+    return None
 
 
 def _stamped(send: plain.Send) -> bool:
@@ -99,17 +125,27 @@ class _Session:
     """One exchange's HTTP state: the headers, the session id, the era's version, the clock."""
 
     def __init__(
-        self, target: ServerTarget, client: httpx.Client, limit: int, connect: float, total: float
+        self, target: ServerTarget, pool: httpcore.ConnectionPool, limit: int, connect: float, total: float
     ) -> None:
         self.url = target.url
-        self.address = httpx.URL(target.url)  # parsed once, not at each of the exchange's requests
-        self.client = client
+        # Parsed (and normalised) by httpx once, not at each of the exchange's requests.
+        self.address = httpx.URL(target.url)
+        self.target = httpcore.URL(
+            scheme=self.address.raw_scheme,
+            host=self.address.raw_host,
+            port=self.address.port,
+            target=self.address.raw_path,
+        )
+        self.pool = pool
+        self.cookies: httpx.Cookies | None = None  # this exchange's own, once a server sets one
         self.limit = limit
         self.started = time.monotonic()
         self.connect_deadline = self.started + min(connect, total)
         self.deadline = self.connect_deadline
         self.total_deadline = self.started + total
-        self.base = httpx.Headers({"user-agent": USER_AGENT, "accept-encoding": "identity"})
+        # httpx's client puts its defaults first; of them only Connection is not replaced here.
+        self.base = httpx.Headers({"Connection": "keep-alive"})
+        self.base.update({"User-Agent": USER_AGENT, "Accept-Encoding": "identity"})
         self.base.update(target.headers)
         self.session_id: str | None = None
         self.version: str | None = None
@@ -135,11 +171,40 @@ class _Session:
             headers[MCP_METHOD] = send.method
         return headers
 
-    def timeout(self) -> httpx.Timeout:
+    def timeout(self) -> dict[str, float]:
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise _Deadline
-        return httpx.Timeout(left)
+        return {"connect": left, "read": left, "write": left, "pool": left}
+
+    def send(self, method: bytes, headers: httpx.Headers, body: bytes | None = None) -> httpcore.Response:
+        """One request, its headers on the wire as httpx's client puts them (Host first, then the
+        given ones, a cookie this exchange was given, the body's length); the response unread."""
+        timeout = self.timeout()
+        raw = headers.raw
+        if "host" not in headers:
+            raw.insert(0, (b"Host", self.address.netloc))
+        if self.cookies:
+            probe = httpx.Request(method.decode(), self.address)
+            self.cookies.set_cookie_header(probe)
+            raw.append((b"Cookie", probe.headers["cookie"].encode()))
+        if body is not None and "content-length" not in headers:
+            raw.append((b"Content-Length", str(len(body)).encode()))
+        request = httpcore.Request(
+            method, self.target, headers=raw, content=body, extensions={"timeout": timeout}
+        )
+        response = self.pool.handle_request(request)
+        if any(key.lower() == b"set-cookie" for key, _ in response.headers):
+            self._keep_cookies(method, response)
+        return response
+
+    def _keep_cookies(self, method: bytes, response: httpcore.Response) -> None:
+        if self.cookies is None:
+            self.cookies = httpx.Cookies()
+        request = httpx.Request(method.decode(), self.address)
+        self.cookies.extract_cookies(
+            httpx.Response(response.status, headers=response.headers, request=request)
+        )
 
     def exchange(self, send: plain.Send) -> dict[str, Any] | None:
         """Send one message; the answer to a request (a JSON-RPC message), None for a notification."""
@@ -153,19 +218,16 @@ class _Session:
         elif _stamped(send):
             self.version = plain.PROBE_VERSION
         body = plain.encode(plain.message(request_id, send))
-        request = self.client.build_request(
-            "POST", self.address, content=body, headers=self.headers(send), timeout=self.timeout()
-        )
-        response = self.client.send(request, stream=True)
+        response = self.send(b"POST", self.headers(send), body)
         try:
             return self._read(response, send, request_id)
         finally:
             response.close()
 
     def _read(
-        self, response: httpx.Response, send: plain.Send, request_id: int | None
+        self, response: httpcore.Response, send: plain.Send, request_id: int | None
     ) -> dict[str, Any] | None:
-        status = response.status_code
+        status = response.status
         if 300 <= status < 400 or status == 202 and request_id is not None:
             raise plain.OffPath  # a redirect (the SDK's origin rules decide), or no answer promised
         if request_id is None:
@@ -173,11 +235,11 @@ class _Session:
                 raise plain.OffPath
             self._rest(response, self._chunks(response))
             return None
-        content_type = response.headers.get("content-type", "").lower()
+        content_type = (_header(response, b"content-type") or "").lower()
         if status >= 400:
             return self._refusal(response, content_type, request_id)
-        if send.method == "initialize" and response.headers.get(MCP_SESSION_ID):
-            self.session_id = response.headers[MCP_SESSION_ID]
+        if send.method == "initialize" and (session_id := _header(response, MCP_SESSION_ID.encode())):
+            self.session_id = session_id
         if content_type.startswith("application/json"):
             answer = plain.answer_to(self.reader.decode(b"".join(self._chunks(response))), request_id)
             if answer is None:
@@ -188,17 +250,17 @@ class _Session:
             return self._events(response, request_id)
         raise plain.OffPath
 
-    def _refusal(self, response: httpx.Response, content_type: str, request_id: int) -> dict[str, Any]:
+    def _refusal(self, response: httpcore.Response, content_type: str, request_id: int) -> dict[str, Any]:
         """An HTTP error answering a request, as the JSON-RPC error the SDK makes of it."""
         if content_type.startswith("application/json"):
             with_body = self.reader.decode(b"".join(self._chunks(response)))
             if isinstance(with_body, dict) and isinstance(with_body.get("error"), dict):
                 return {"jsonrpc": "2.0", "id": request_id, "error": with_body["error"]}
             raise plain.OffPath
-        code = plain.METHOD_NOT_FOUND if response.status_code == 404 and not self.session_id else None
+        code = plain.METHOD_NOT_FOUND if response.status == 404 and not self.session_id else None
         return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code or plain.INTERNAL_ERROR}}
 
-    def _events(self, response: httpx.Response, request_id: int) -> dict[str, Any]:
+    def _events(self, response: httpcore.Response, request_id: int) -> dict[str, Any]:
         events = plain.SseEvents(self.limit)
         chunks = self._chunks(response)
         for chunk in chunks:
@@ -211,7 +273,7 @@ class _Session:
                     return answer
         raise plain.OffPath  # the stream ended without the answer: resuming it is the SDK's
 
-    def _rest(self, response: httpx.Response, chunks: Iterator[bytes]) -> None:
+    def _rest(self, response: httpcore.Response, chunks: Iterator[bytes]) -> None:
         """Read what is left of a response whose answer is in hand, so that its connection can
         serve the next request (a response closed before its end takes its connection with it).
         Only what arrives at once is waited for; a server that keeps the stream open, or sends
@@ -225,14 +287,14 @@ class _Session:
         try:
             for _ in chunks:
                 pass
-        except (httpx.TransportError, _Deadline, plain.OffPath):
+        except (*TRANSPORT_ERROR, _Deadline, plain.OffPath):
             self.reads_rest = False  # the answer stands; only the connection is lost
         finally:
             stream.grace = None
 
-    def _chunks(self, response: httpx.Response) -> Iterator[bytes]:
+    def _chunks(self, response: httpcore.Response) -> Iterator[bytes]:
         received = 0
-        for chunk in response.iter_raw():
+        for chunk in response.iter_stream():
             received += len(chunk)
             if received > self.limit:
                 raise plain.OffPath  # refused by the SDK path, with its own account of the bytes
@@ -245,10 +307,15 @@ class _Session:
         if not self.session_id or time.monotonic() >= self.total_deadline:
             return
         self.deadline = self.total_deadline
-        with contextlib.suppress(httpx.HTTPError, OutboundRefused, _Deadline):
-            self.client.request("DELETE", self.address, headers=self.headers(), timeout=self.timeout())
+        with contextlib.suppress(*TRANSPORT_ERROR, OutboundRefused, _Deadline, plain.OffPath):
+            response = self.send(b"DELETE", self.headers())
+            try:
+                for _ in self._chunks(response):
+                    pass  # read to its end, so the connection serves the next poll
+            finally:
+                response.close()
 
-    def dropped(self, exc: httpx.TransportError) -> PollError | None:
+    def dropped(self, exc: Exception) -> PollError | None:
         """The SDK path's account of a server that dropped the connection while answering (a
         server that died cannot be asked again); None for a notification, which the SDK reads
         otherwise."""
@@ -295,7 +362,7 @@ def _count(session: _Session, listed: plain.Listed, result: FetchResult) -> None
             result.prompts_count = _drive(session, plain.count_listing("prompts", listed.modern))
         if listed.advertised("resources"):
             result.resources_count = _drive(session, plain.count_listing("resources", listed.modern))
-    except (_Deadline, httpx.TimeoutException, httpx.RemoteProtocolError, httpx.ReadError):
+    except (_Deadline, TIMEOUT, *DROPPED):
         pass  # the tools arrived: a listing that could not be taken (in time) is unknown
 
 
@@ -316,14 +383,13 @@ def fetch(
     try:
         session = _Session(
             target,
-            _client(outbound, target.url),
+            _pool(outbound, target.url),
             max_bytes + ENVELOPE_SLACK_BYTES,
             connect_timeout,
             total_timeout,
         )
     except Exception:
         return None  # headers httpx will not send, say: the SDK's account of them is the one recorded
-    session.client.cookies = httpx.Cookies()  # this exchange's own, as in a client of one poll
     try:
         listed: plain.Listed = _drive(session, plain.tools_exchange(mode, max_bytes, session.reader))
         result = plain.result(listed, session.started, session.reader)
@@ -331,11 +397,11 @@ def fetch(
             _count(session, listed, result)
     except plain.OffPath:
         return None
-    except (_Deadline, httpx.TimeoutException):
+    except (_Deadline, TIMEOUT):
         raise session.timeout_error(connect_timeout, total_timeout) from None
     except OutboundRefused as exc:
         raise PollError("connect_error", f"refused by the outbound policy: {exc}") from None
-    except (httpx.RemoteProtocolError, httpx.ReadError) as exc:
+    except DROPPED as exc:
         dropped = session.dropped(exc)
         if dropped is None:
             return None
@@ -348,6 +414,5 @@ def fetch(
         return None
     finally:
         session.close()
-        session.client.cookies = httpx.Cookies()
     result.elapsed_seconds = time.monotonic() - session.started
     return result

@@ -191,18 +191,24 @@ class _AsyncPinnedPool(httpcore2.AsyncConnectionPool):
 _UNUSED_TLS = False
 
 
+def pinned_pool(policy: OutboundPolicy, verify: ssl.SSLContext | bool = True) -> httpcore.ConnectionPool:
+    """An httpcore connection pool whose every connection goes through ``PinnedBackend``, with
+    httpx's default limits. ``verify`` is httpx's (the system's CAs by default; an
+    ``ssl.SSLContext`` to trust others)."""
+    if verify is True:
+        tls: Callable[[], ssl.SSLContext] = _default_tls
+    else:
+        context = httpx.create_ssl_context(verify=verify, trust_env=False)
+        tls = lambda: context  # noqa: E731
+    return _PinnedPool(tls, network_backend=PinnedBackend(policy), **POOL_LIMITS)
+
+
 class PinnedTransport(httpx.HTTPTransport):
-    """``httpx.HTTPTransport`` whose every connection goes through ``PinnedBackend``. ``verify``
-    is httpx's (the system's CAs by default; an ``ssl.SSLContext`` to trust others)."""
+    """``httpx.HTTPTransport`` over a ``pinned_pool``."""
 
     def __init__(self, policy: OutboundPolicy, verify: ssl.SSLContext | bool = True) -> None:
         super().__init__(trust_env=False, verify=_UNUSED_TLS)
-        if verify is True:
-            tls: Callable[[], ssl.SSLContext] = _default_tls
-        else:
-            context = httpx.create_ssl_context(verify=verify, trust_env=False)
-            tls = lambda: context  # noqa: E731
-        self._pool = _PinnedPool(tls, network_backend=PinnedBackend(policy), **POOL_LIMITS)
+        self._pool = pinned_pool(policy, verify)
 
 
 class AsyncPinnedTransport(httpx2.AsyncHTTPTransport):

@@ -101,7 +101,9 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
 
         def _record(self, body: bytes) -> None:
             headers = {name.lower(): value for name, value in self.headers.items()}
-            stub.requests.append({"method": self.command, "headers": headers, "body": body})
+            # As sent: names in their case and order (the dict above is for reading).
+            raw = list(self.headers.items())
+            stub.requests.append({"method": self.command, "headers": headers, "raw": raw, "body": body})
 
         def _reply(self, status: int, content_type: str, body: bytes, extra: dict[str, str]) -> None:
             self.send_response(status)

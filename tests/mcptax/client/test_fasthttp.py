@@ -107,6 +107,8 @@ def test_a_handshake_era_server_gets_the_sdks_requests_and_gives_its_result(scen
     # The same messages, bytes and headers, the session ended with DELETE.
     assert [(p["method"], p["body"]) for p in fast_posts] == [(p["method"], p["body"]) for p in sdk_posts]
     assert [p["headers"] for p in fast_posts] == [p["headers"] for p in sdk_posts]
+    # Byte for byte: each header's name as written, in the order the SDK's client writes them.
+    assert [p["raw"] for p in fast_posts] == [p["raw"] for p in sdk_posts]
     assert fast_posts[-1]["method"] == "DELETE"
     assert fast_posts[-1]["headers"]["mcp-session-id"] == "session-7"
 

@@ -106,15 +106,19 @@ def test_a_result_read_without_floats_hashes_to_the_same_identity(server, float_
     assert tokens.snapshot_sha256(result.tools, float_free_json=result.float_free_json) == checked
 
 
-def test_each_origin_has_its_own_client_and_the_least_recent_is_closed(monkeypatch):
-    monkeypatch.setattr(fasthttp, "CLIENTS_PER_THREAD", 3)
-    monkeypatch.setattr(fasthttp._local, "clients", None, raising=False)
-    del fasthttp._local.clients  # this thread starts with none
-    a = fasthttp._client(LOOPBACK, "http://127.0.0.1:9001/mcp")
-    assert fasthttp._client(LOOPBACK, "HTTP://127.0.0.1:9001/other?n=2") is a  # one origin, one pool
-    b = fasthttp._client(LOOPBACK, "http://127.0.0.1:9002/mcp")
-    c = fasthttp._client(LOOPBACK, "https://127.0.0.1:9001/mcp")
+def test_each_origin_has_its_own_pool_and_the_least_recent_is_closed(monkeypatch):
+    monkeypatch.setattr(fasthttp, "POOLS_PER_THREAD", 3)
+    fasthttp.close_pools()  # this thread starts with none
+    a = fasthttp._pool(LOOPBACK, "http://127.0.0.1:9001/mcp")
+    assert fasthttp._pool(LOOPBACK, "HTTP://127.0.0.1:9001/other?n=2") is a  # one origin, one pool
+    b = fasthttp._pool(LOOPBACK, "http://127.0.0.1:9002/mcp")
+    c = fasthttp._pool(LOOPBACK, "https://127.0.0.1:9001/mcp")
     assert len({id(a), id(b), id(c)}) == 3
-    fasthttp._client(LOOPBACK, "http://127.0.0.1:9001/mcp")  # a used again: b is now the oldest
-    fasthttp._client(LOOPBACK, "http://127.0.0.1:9003/mcp")
-    assert b.is_closed and not a.is_closed and not c.is_closed
+    closed: list[object] = []
+    monkeypatch.setattr(type(a), "close", lambda pool: closed.append(pool))
+    fasthttp._pool(LOOPBACK, "http://127.0.0.1:9001/mcp")  # a used again: b is now the oldest
+    d = fasthttp._pool(LOOPBACK, "http://127.0.0.1:9003/mcp")
+    assert closed == [b]
+    fasthttp.close_pools()  # a process about to fork its slots keeps none
+    assert closed == [b, c, a, d]
+    assert fasthttp._pool(LOOPBACK, "http://127.0.0.1:9001/mcp") is not a
