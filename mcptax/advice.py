@@ -63,16 +63,16 @@ def instructions_advice(
             Advice(
                 ADD_INSTRUCTIONS,
                 figures.server,
-                f"Add server instructions: deferred, the model sees only the names of "
-                f"{len(deferred.tools)} tools and no word on when to search for them. Deferral saves "
+                f"Add server instructions: deferred, the model sees only {_names_of(len(deferred.tools))} "
+                f"and no word on when to search for them. Deferral saves "
                 f"{saving:,} tokens per request only if the model finds the tools it needs.",
                 saving,
             )
         ]
     if len(text) <= INSTRUCTIONS_CHAR_LIMIT:
         return []
-    enc = tokens.get_encoding(encoding)
-    saving = tokens.count(text, enc) - tokens.count(text[:INSTRUCTIONS_CHAR_LIMIT], enc)
+    count = tokens.counter(encoding)
+    saving = count(text) - count(text[:INSTRUCTIONS_CHAR_LIMIT])
     return [
         Advice(
             SHORTEN_INSTRUCTIONS,
@@ -280,3 +280,7 @@ def _missed(server: ServerCosts, uses: Sequence[ServerUse]) -> list[Advice]:
             source="history",
         )
     ]
+
+
+def _names_of(tools: int) -> str:
+    return "the name of its one tool" if tools == 1 else f"the names of {tools:,} tools"

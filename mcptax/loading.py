@@ -262,10 +262,10 @@ def load_tokens(
 ) -> dict[str, int]:
     """Each tool's full definition in the client's rendering: what it costs per request once loaded."""
     preset = preset_for(client)
-    enc = tokens.get_encoding(encoding)
+    count = tokens.counter(encoding)
     return {
-        str(tool.get("name", "")): tokens.count(
-            tokens.canonical(profiles.render_tool(preset.profile, tool, server.name)), enc
+        str(tool.get("name", "")): count(
+            tokens.canonical(profiles.render_tool(preset.profile, tool, server.name))
         )
         for tool in server.tools
     }
@@ -284,23 +284,23 @@ def _deferred_stack(
     each is counted once, and what is not any one tool's (the list's wrapper, the search tool)
     is shared out per server by its number of deferred tools, so the servers add up to the stack.
     """
-    enc = tokens.get_encoding(encoding)
+    count = tokens.counter(encoding)
     deferred = [i for i, s in enumerate(servers) if not (s.always_load and preset.client == "claude-code")]
     entries: dict[int, dict[str, int]] = {}
     for i in deferred:
         names = _names(servers[i])
         entries[i] = {
-            str(t.get("name", "")): (tokens.count(n + "\n", enc) if preset.lists_names else 0)
+            str(t.get("name", "")): (count(n + "\n") if preset.lists_names else 0)
             for t, n in zip(servers[i].tools, names, strict=True)
         }
     any_tool = any(servers[i].tools for i in deferred)
-    search = tokens.count(tokens.canonical(preset.search_tool), enc) if preset.search_tool and any_tool else 0
+    search = count(tokens.canonical(preset.search_tool)) if preset.search_tool and any_tool else 0
     wrapper = 0
     if preset.lists_names and any_tool:
         text = (
             NAME_LIST_OPEN + "".join(n + "\n" for i in deferred for n in _names(servers[i])) + NAME_LIST_CLOSE
         )
-        wrapper = tokens.count(text, enc) - sum(sum(e.values()) for e in entries.values())
+        wrapper = count(text) - sum(sum(e.values()) for e in entries.values())
     weights = [len(servers[i].tools) for i in deferred]
     search_shares = share_out(search, weights)
     wrapper_shares = share_out(wrapper, weights)
@@ -310,7 +310,7 @@ def _deferred_stack(
         header = 0
         if preset.server_entry and server.tools:
             namespace = {"type": "namespace", "name": f"mcp__{profiles.server_part(server.name)}"}
-            header = tokens.count(tokens.canonical(namespace), enc)
+            header = count(tokens.canonical(namespace))
         instructions = eager[i].instructions
         tool_parts = entries[i]
         upfront = sum(tool_parts.values()) + header + search_shares[k] + instructions + wrapper_shares[k]
@@ -340,8 +340,8 @@ def stack_figures(
     preset = preset_for(client)
     parsed = parse_setting(preset, setting)
     servers = list(servers)
-    enc = tokens.get_encoding(encoding)
-    instructions = [tokens.count(s.instructions, enc) if s.instructions else 0 for s in servers]
+    count = tokens.counter(encoding)
+    instructions = [count(s.instructions) if s.instructions else 0 for s in servers]
     eager = [_eager(s, preset, encoding, n) for s, n in zip(servers, instructions, strict=True)]
     per_mode: dict[Mode, list[ModeFigures]] = {Mode.EAGER: eager}
     if preset.can_defer:

@@ -215,7 +215,7 @@ def _tokens(args: argparse.Namespace) -> int:
 def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from mcptax import loading
     from mcptax.cli import measure, render
-    from mcptax.tokens import EncodingUnavailable, get_encoding
+    from mcptax.tokens import EncodingUnavailable, counter
 
     profile = args.profile or (loading.PRESETS[args.client].profile if args.client else "mcp")
     if args.tool_search is not None:
@@ -227,7 +227,7 @@ def _measure(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             parser.error(str(exc))
 
     try:
-        get_encoding(args.encoding)
+        counter(args.encoding)  # cl100k and o200k need no rank file; another encoding loads here
     except EncodingUnavailable as exc:
         print(f"mcp-tax measure: {exc}", file=sys.stderr)
         return 2

@@ -194,8 +194,12 @@ class _Session:
             method, self.target, headers=raw, content=body, extensions={"timeout": timeout}
         )
         response = self.pool.handle_request(request)
-        if any(key.lower() == b"set-cookie" for key, _ in response.headers):
-            self._keep_cookies(method, response)
+        try:
+            if any(key.lower() == b"set-cookie" for key, _ in response.headers):
+                self._keep_cookies(method, response)
+        except BaseException:
+            response.close()  # its connection is given back (or dropped), never left checked out
+            raise
         return response
 
     def _keep_cookies(self, method: bytes, response: httpcore.Response) -> None:

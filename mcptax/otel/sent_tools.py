@@ -72,7 +72,7 @@ class SentTools:
 def sent_tools(body: dict[str, Any], encodings: list[str]) -> SentTools:
     """The tools of a Messages API request body, each counted in every encoding of ``encodings``."""
     entries = [t for t in body.get("tools") or [] if isinstance(t, dict)]
-    encoders = {name: tokens.get_encoding(name) for name in encodings}
+    counters = {name: tokens.counter(name) for name in encodings}
     out: list[SentTool] = []
     mode = EAGER
     for entry in entries:
@@ -88,13 +88,13 @@ def sent_tools(body: dict[str, Any], encodings: list[str]) -> SentTools:
                 server=split[0] if split else "",
                 tool=split[1] if split else name,
                 deferred=deferred,
-                tokens={enc: tokens.count(text, encoder) for enc, encoder in encoders.items()},
+                tokens={enc: count(text) for enc, count in counters.items()},
                 definition=entry,
             )
         )
     whole = tokens.canonical(entries)
-    totals = {enc: tokens.count(whole, encoder) for enc, encoder in encoders.items()}
-    loaded = {enc: sum(t.tokens[enc] for t in out if t.server and not t.deferred) for enc in encoders}
+    totals = {enc: count(whole) for enc, count in counters.items()}
+    loaded = {enc: sum(t.tokens[enc] for t in out if t.server and not t.deferred) for enc in counters}
     return SentTools(mode, tuple(out), totals, loaded)
 
 

@@ -140,6 +140,9 @@ def test_instructions_advice_missing_and_oversized():
     missing = loading.server_figures(B, "claude-code", server="b")
     (item,) = advice.instructions_advice(missing, None)
     assert item.kind == advice.ADD_INSTRUCTIONS
+    assert "sees only the names of 3 tools and no word" in item.message
+    (one,) = advice.instructions_advice(loading.server_figures(B[:1], "claude-code", server="b"), None)
+    assert "sees only the name of its one tool and no word" in one.message
     assert item.saving_tokens == missing.modes[Mode.EAGER].upfront - missing.modes[Mode.DEFERRED].upfront
     long_text = "Use this server to read files. " * 100  # 3,100 characters
     long = loading.server_figures(B, "claude-code", server="b", instructions=long_text)

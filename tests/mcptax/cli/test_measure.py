@@ -373,3 +373,35 @@ def test_trust_or_a_trusted_command_list_lets_a_config_run_and_says_what_runs(tm
         _, servers = _servers(json.loads(run.stdout))
         assert servers["lean"]["fixed_tax_tokens"] == oracle_tax("lean")
         assert f"running: {command} " in run.stderr
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_measure_counts_without_reading_tiktokens_rank_file(tmp_path, encoding):
+    # cl100k and o200k are counted by the compiled tokenizer: tiktoken's rank file (a tenth of a
+    # second of every run) is never read, in the eager figures, the modes or the advice.
+    config = write_config(tmp_path / ".claude.json", {"lean": server_entry("lean")})
+    watch = (
+        "import runpy, sys, tiktoken\n"
+        "built = tiktoken.Encoding.__init__\n"
+        "def noted(self, *args, **kwargs):\n"
+        "    print('RANK FILE READ', kwargs.get('name'), file=sys.stderr)\n"
+        "    built(self, *args, **kwargs)\n"
+        "tiktoken.Encoding.__init__ = noted\n"
+        "sys.argv = ['mcp-tax', *sys.argv[1:]]\n"
+        "runpy.run_module('mcptax', run_name='__main__')\n"
+    )
+    argv = ["measure", str(config), "--client", "claude-code", "--encoding", encoding, "--json", "--trust"]
+    run = subprocess.run(
+        [sys.executable, "-c", watch, *argv],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "RANK FILE READ" not in run.stderr
+    document = json.loads(run.stdout)
+    (stack,) = document["stacks"]
+    assert document["encoding"] == encoding and stack["servers"][0]["status"] == "ok"
+    assert stack["servers"][0]["fixed_tax_tokens"] > 0 and stack["loading"]["modes"]
