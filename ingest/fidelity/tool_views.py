@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from uuid import UUID
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 
@@ -35,6 +36,8 @@ from ingest.fidelity.selectors.common import DEFAULT_PERIOD, PERIODS, parse_peri
 from ingest.fidelity.selectors.tools import tool_report
 
 CALL_COLUMNS = [("when", "When (UTC)", True), ("bytes", "Bytes", True)]
+# Rows of the per-day table at a time, newest first (the chart above it shows the whole period).
+DAYS_PER_PAGE = 30
 
 
 def _period_choices(days: int) -> list[dict[str, Any]]:
@@ -63,8 +66,16 @@ def tool_detail(request: HtmxHttpRequest, team_slug: str, code: UUID, tool: str)
     }
     if request.htmx.target == "calls-region":
         return render_page(request, "fidelity/tool.html", ctx, partial="calls-region")
-    history = tool_history(server, tool, team.main_encoding)
     report = tool_report(team, server.name, tool, since=since)
+    ctx.update(
+        report=report,
+        days_page=Paginator(report.days_newest_first, DAYS_PER_PAGE).get_page(request.GET.get("days_page")),
+        days_query=urlencode({k: v for k, v in extra.items() if v is not None}),
+        verdict_labels=[verdict_label(v) for v in report.verdicts_seen],
+    )
+    if request.htmx.target == "tool-days" and report.days:
+        return render_page(request, "fidelity/tool.html", ctx, partial="days-region")
+    history = tool_history(server, tool, team.main_encoding)
     called_ever = (
         bool(calls.rows) or ToolCall.objects.filter(team=team, server_label=server.name, tool=tool).exists()
     )
@@ -77,10 +88,8 @@ def tool_detail(request: HtmxHttpRequest, team_slug: str, code: UUID, tool: str)
         ctx["advice"] = loading.server_advice(server, snapshot, team, team.main_encoding)
     ctx.update(
         history=history,
-        report=report,
         called_ever=called_ever,
         figure=tool_figure(per_day, report.rate_points) if report.days else None,
         verdict_cells=[c for c in report.total.verdict_cells() if c["count"]],
-        verdict_labels=[verdict_label(v) for v in report.verdicts_seen],
     )
     return render_page(request, "fidelity/tool.html", ctx)

@@ -7,15 +7,16 @@ as the same POSTs (the same headers: ``Accept``, ``Content-Type``, ``Accept-Enco
 the server's own headers, the session id, ``MCP-Protocol-Version`` and ``Mcp-Method`` where the
 SDK sends them, ending the session with ``DELETE``), under the same rules:
 
-- every connection is opened by the outbound policy's pinned transport (resolve once, refuse
+- every connection is opened by the outbound policy's pinned pool (resolve once, refuse
   inward addresses, connect to a checked one); a connection is kept for the next request only
   within the pool's keep-alive, to the same name, under the same policy;
 - the server's headers (secrets included) go on each request only, never on the shared pool,
   and cookies live for one exchange, as in the SDK's client of one poll;
-- each request's bytes are the ones httpx would send for it: httpx still parses the URL and
-  checks the headers, once per exchange. What the client layer adds per request (its request and
-  response models, redirect, auth and cookie machinery, about 100 µs each, 8 requests a poll) is
-  left out; cookies are handled here, only for a server that sets one;
+- each request's bytes are the ones the SDK's client sends (each header's name, case and order
+  included): httpx still parses the URL and encodes the headers, once per exchange. What httpx's
+  client layer adds per request (its request and response models, redirect, auth and cookie
+  machinery, about 100 µs of CPU each, eight requests a poll) is left out; a cookie is handled
+  here, only for a server that sets one;
 - every response body is counted against the same limit as the SDK path's; the connect and total
   timeouts bound the same phases, and a timeout or an outbound refusal ends here with the SDK
   path's outcome and message.

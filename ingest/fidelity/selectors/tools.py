@@ -70,6 +70,9 @@ class ToolReport:
 
 
 AGENT_SUMS = ("calls", "arguments", "cost_usd")
+# What the page shows of the whole period and of each day: calls, verdicts (from calls and
+# arguments), tokens and money spent pasting, the estimated ones, and the cost by reference.
+DAY_SUMS = ("calls", "arguments", "billed_tokens", "estimated_calls", "cost_usd", "reference_cost_usd")
 
 
 def tool_report(team: Team, server_label: str, tool: str, *, since: date | None) -> ToolReport:
@@ -77,7 +80,9 @@ def tool_report(team: Team, server_label: str, tool: str, *, since: date | None)
 
     Summed in SQL per (day, verdict) and per (agent, verdict), not per (day, agent, verdict): at
     20 agents over 90 days that is a twentieth of the rows to read and add up in Python."""
-    rows = grouped(team, since, ["day", "verdict"]).filter(server_label=server_label, tool=tool)
+    rows = grouped(team, since, ["day", "verdict"], sums=DAY_SUMS).filter(
+        server_label=server_label, tool=tool
+    )
     total = Tally()
     per_day: dict[date, Tally] = defaultdict(Tally)
     for row in rows:

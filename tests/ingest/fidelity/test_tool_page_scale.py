@@ -4,6 +4,7 @@ rollup rows add up to, and its query count does not grow with agents, days, snap
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from datetime import timedelta
 
@@ -195,3 +196,34 @@ def test_the_reports_grouped_queries_read_one_tools_rows_through_its_index(team)
     for sql in grouped_sql:
         # The captured SQL has its parameters filled in: explain it as it ran.
         assert "daily_tool_day" in _plan(sql, ()), sql
+
+
+def test_the_per_day_table_shows_30_days_at_a_time_and_pages_through_the_period(alice_client, team):
+    server = http_server(team, "files")
+    _seed(team, server, agents=1, days=40, releases=1)
+    url = reverse("fidelity_tool", args=[team.slug, server.code, "write"])
+    today = timezone.now().date()
+
+    def days_shown(html: str) -> list[str]:
+        start = html.index('id="tool-days"')
+        return re.findall(r'<tr data-day="([\d-]+)">', html[start:])
+
+    first = alice_client.get(url, {"days": 90}).content.decode()
+    newest = [str(today - timedelta(days=d)) for d in range(40)]
+    assert days_shown(first) == newest[:30]
+    assert "1–30 of 40 days, newest first" in first
+    # The pager keeps the period; the chart above still has all 40 days.
+    assert '?days=90&amp;days_page=2"' in first and "days_page=1" not in first
+    figure = alice_client.get(url, {"days": 90}).context["figure"]
+    assert len(figure["data"][0]["x"]) == 40
+    # Through htmx only the table's region comes back: the 10 oldest days and a way back.
+    region = alice_client.get(
+        url, {"days": 90, "days_page": 2}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="tool-days"
+    ).content.decode()
+    assert region.lstrip().startswith('<section class="card flush" id="tool-days">')
+    assert days_shown(region) == newest[30:] and "tool-chart" not in region
+    assert '?days=90&amp;days_page=1"' in region and "31–40 of 40 days" in region
+    # A period that fits one page has no pager; the same link without htmx is the whole page.
+    assert "days_page" not in alice_client.get(url, {"days": 7}).content.decode()
+    whole = alice_client.get(url, {"days": 90, "days_page": 2}).content.decode()
+    assert days_shown(whole) == newest[30:] and "tool-chart" in whole
